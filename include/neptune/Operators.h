@@ -1,0 +1,98 @@
+#ifndef NEPTUNE_OPERATORS_H
+#define NEPTUNE_OPERATORS_H
+/** \file
+ * The operator suite as data: what each operator computes, its tensors and
+ * their shapes, and its cost. Halide-free, so references, the benchmark and
+ * the runtime share it without pulling in the compiler. */
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace neptune {
+
+/** Element type of a tensor. Inputs are fp16 or bf16; per-row statistics are fp32. */
+enum class DType { F16, BF16, F32, I32 };
+const char *dtype_name(DType t);
+int dtype_bytes(DType t);
+
+enum class Family { Attention, Softmax, LogSumExp, CrossEntropy, LayerNorm, LayerNormMatmul, RmsNorm, RmsNormMatmul, Performer };
+enum class Mask { None, Causal, Window };
+enum class ScoreMod { None, Alibi, Softcap };
+
+/** Attention, per (b, h, query row i) at absolute position p = seq_kv - seq_q + i:
+ *   s_kv = scale * (q . k_kv), then softcap: cap * tanh(s / cap), then ALiBi: s + slope_h * (kv - p),
+ *   then the mask (causal: kv <= p; window W: p - W < kv <= p) excludes positions;
+ *   out = softmax_kv(s) . V, and for a row with no visible position out = 0.
+ * Query head h reads KV head h / (q_heads / kv_heads). */
+struct AttentionSpec {
+    int q_heads = 32, kv_heads = 32;
+    int head_dim_qk = 128, head_dim_v = 128;
+    Mask mask = Mask::None;
+    int window = 4096;
+    ScoreMod mod = ScoreMod::None;
+    double softcap = 50.0;
+    bool decode = false;            // seq_q = 1, at the last position
+    int64_t seq_q = 0;              // query rows when not decode; 0 = as many as keys. With more rows
+                                    // than keys the first rows sit before position 0: fully masked when causal
+    std::optional<double> scale;    // default 1 / sqrt(head_dim_qk)
+    double score_scale() const;
+};
+
+/** One operator of the suite. For attention families the benchmark shape
+ * B,S is (batch, sequence); for row-wise families it is (rows, columns);
+ * for Performer it is (batch, sequence) with `features` random features. */
+struct OperatorSpec {
+    std::string name;
+    Family family;
+    std::string description;
+    DType dtype = DType::F16;
+    AttentionSpec attention;   // Attention and Performer (heads, head dims)
+    int features = 256;        // Performer
+    int matmul_n = 1024;       // LayerNormMatmul, RmsNormMatmul: output columns
+    double eps = 1e-5;         // LayerNorm, RmsNorm
+    bool with_row_stats = false;  // attention also returns lse, entropy and the largest probability
+};
+
+/** All operators, in the order `neptune_bench list` prints them. */
+const std::vector<OperatorSpec> &operator_suite();
+/** The operator called `name`, or nullopt. */
+std::optional<OperatorSpec> find_operator(const std::string &name);
+
+struct TensorDesc {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;  // outermost first (row-major)
+    int64_t numel() const;
+};
+
+/** An operator at one shape: every tensor with its extents. The output's
+ * leading dimensions (all but the last, or all for per-row statistics) form
+ * the operator's "rows": each row is computed independently. */
+struct OperatorInstance {
+    OperatorSpec spec;
+    int64_t batch = 1, seq = 1;   // as given on the command line
+    std::vector<TensorDesc> inputs, outputs;
+    int64_t rows = 0;             // independent output rows
+    int64_t row_block = 1;        // rows that share one (batch, head): a contiguous run never crosses it
+    int row_dims = 1;             // leading dims of every output that index rows (3 for attention: B, H, S)
+    const TensorDesc &input(const std::string &name) const;
+    const TensorDesc &output(const std::string &name) const;
+};
+
+/** The instance of `spec` at (batch, seq); throws std::invalid_argument with a message for bad extents. */
+OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t seq);
+
+/** Cost by the conventions of OPERATORS.md §4: attention FLOPs 4*B*Hq*Sq*Skv*D (halved for causal
+ * prefill; windowed 2*B*Hq*S*min(S,W)*D); bytes are the compulsory traffic (decode: K and V only). */
+double operator_flops(const OperatorInstance &inst);
+double operator_bytes(const OperatorInstance &inst);
+/** True when the operator is judged in TB/s (decode and row-wise reductions) rather than TFLOP/s. */
+bool memory_bound(const OperatorSpec &spec);
+
+/** Parses "B,S" (two positive integers); throws std::invalid_argument with a message otherwise. */
+std::pair<int64_t, int64_t> parse_shape(const std::string &text);
+
+}  // namespace neptune
+
+#endif

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what Neptune needs to build and test, and nothing that is already there.
+# Safe to repeat: each step checks first. Usage: scripts/setup.sh [--no-apt]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+halide_version=21.0.0
+halide_dir="$root/deps/halide-$halide_version"
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# 1. Debian packages: build tools, doctest, and the small libraries the apps use.
+packages=(meson ninja-build pkg-config ccache doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] && [ "${1:-}" != "--no-apt" ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  say "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. Halide's C++ SDK from its PyPI wheel, into a project-local folder (docs/halide-wheel.md).
+if [ ! -f "$halide_dir/halide/include/Halide.h" ]; then
+  say "installing Halide $halide_version into deps/"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$halide_dir" "halide==$halide_version"
+fi
+
+# 3. The CUDA toolkit is optional for building; say what is missing rather than fail.
+cuda=${CUDA_PATH:-/usr/local/cuda}
+if [ -x "$cuda/bin/nvcc" ]; then
+  say "CUDA toolkit: $cuda ($("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1))"
+else
+  say "CUDA toolkit not found at $cuda (set CUDA_PATH): GPU kernels will not be compiled"
+fi
+say "ready"

@@ -1,0 +1,291 @@
+#include "neptune/algorithms/Algorithms.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace neptune::algorithms {
+
+using Halide::cast;
+using Halide::Expr;
+using Halide::Func;
+using Halide::ImageParam;
+using Halide::RDom;
+using Halide::select;
+using Halide::Var;
+
+Halide::Type halide_type(DType t) {
+    switch (t) {
+    case DType::F16: return Halide::Float(16);
+    case DType::BF16: return Halide::BFloat(16);
+    case DType::F32: return Halide::Float(32);
+    case DType::I32: return Halide::Int(32);
+    }
+    throw std::invalid_argument("unknown element type");
+}
+
+Expr neg_inf() { return Expr(-std::numeric_limits<float>::infinity()); }
+
+Expr safe_max(const Expr &row_max) { return select(row_max == neg_inf(), 0.0f, row_max); }
+
+Func OperatorFuncs::stage(const std::string &name) const {
+    auto it = stages.find(name);
+    if (it == stages.end()) throw std::invalid_argument("no stage called '" + name + "'");
+    return it->second;
+}
+
+namespace {
+
+Expr f32(const Expr &e) { return cast<float>(e); }
+
+}  // namespace
+
+AttentionFuncs attention(const AttentionSpec &spec, DType dtype, const AttentionInputs &in, bool row_stats) {
+    Var d("d"), e("e"), i("i"), j("j"), h("h"), b("b");
+    AttentionFuncs f;
+    const Expr hk = h / (in.q_heads / in.kv_heads);  // contiguous GQA groups
+
+    RDom rd(0, in.head_dim_qk, "rd");
+    f.qk = Func("qk");
+    f.qk(j, i, h, b) = 0.0f;
+    f.qk(j, i, h, b) += f32(in.q(rd, i, h, b)) * f32(in.k(rd, j, hk, b));
+
+    // Score modifiers and masks see the scaled score (OPERATORS.md §1).
+    const Expr pos = in.seq_kv - in.seq_q + i;  // bottom-right aligned query position
+    Expr s = f.qk(j, i, h, b) * float(spec.score_scale());
+    if (spec.mod == ScoreMod::Softcap) {
+        const float cap = float(spec.softcap);
+        s = cap * Halide::tanh(s / cap);
+    } else if (spec.mod == ScoreMod::Alibi) {
+        s = s + in.slopes(h) * f32(j - pos);
+    }
+    Expr visible = Expr(true);
+    if (spec.mask == Mask::Causal) visible = j <= pos;
+    if (spec.mask == Mask::Window) visible = j <= pos && j > pos - spec.window;
+    f.score = Func("score");
+    f.score(j, i, h, b) = spec.mask == Mask::None ? s : select(visible, s, neg_inf());
+
+    f.kv = RDom(0, in.seq_kv, "kv");
+    const Expr kv = f.kv.x;
+    f.row_max = Func("row_max");
+    f.row_max(i, h, b) = neg_inf();
+    f.row_max(i, h, b) = Halide::max(f.row_max(i, h, b), f.score(kv, i, h, b));
+
+    f.prob = Func("prob");
+    f.prob(j, i, h, b) = Halide::exp(f.score(j, i, h, b) - safe_max(f.row_max(i, h, b)));
+
+    f.row_sum = Func("row_sum");
+    f.row_sum(i, h, b) = 0.0f;
+    f.row_sum(i, h, b) += f.prob(kv, i, h, b);
+
+    f.acc = Func("acc");
+    f.acc(e, i, h, b) = 0.0f;
+    f.acc(e, i, h, b) += f.prob(kv, i, h, b) * f32(in.v(e, kv, hk, b));
+
+    const Expr empty = f.row_sum(i, h, b) == 0.0f;  // every position masked
+    f.out = Func("out");
+    f.out(e, i, h, b) = cast(halide_type(dtype), select(empty, 0.0f, f.acc(e, i, h, b) / f.row_sum(i, h, b)));
+
+    if (row_stats) {
+        f.ent_num = Func("ent_num");
+        f.ent_num(i, h, b) = 0.0f;
+        f.ent_num(i, h, b) += select(f.score(kv, i, h, b) > neg_inf(), f.prob(kv, i, h, b) * f.score(kv, i, h, b), 0.0f);
+
+        const Expr safe_sum = select(empty, 1.0f, f.row_sum(i, h, b));
+        f.max_prob_acc = Func("max_prob_acc");
+        f.max_prob_acc(i, h, b) = 0.0f;  // probabilities are >= 0, and an empty row reports 0
+        f.max_prob_acc(i, h, b) = Halide::max(f.max_prob_acc(i, h, b), f.prob(kv, i, h, b) / safe_sum);
+
+        const Expr lse = f.row_max(i, h, b) + Halide::log(f.row_sum(i, h, b));
+        f.lse = Func("lse");
+        f.lse(i, h, b) = select(empty, neg_inf(), lse);
+        f.entropy = Func("entropy");
+        f.entropy(i, h, b) = select(empty, 0.0f, lse - f.ent_num(i, h, b) / f.row_sum(i, h, b));
+        f.max_prob = Func("max_prob");
+        f.max_prob(i, h, b) = f.max_prob_acc(i, h, b);
+    }
+    return f;
+}
+
+namespace {
+
+ImageParam param(const TensorDesc &t) {
+    return ImageParam(halide_type(t.dtype), int(t.shape.size()), t.name);
+}
+
+void add_attention(const OperatorSpec &spec, OperatorFuncs &of) {
+    const OperatorInstance shape_only = instantiate(spec, 1, 1);
+    for (const TensorDesc &t : shape_only.inputs) of.inputs.push_back(param(t));
+    AttentionInputs in;
+    in.q = of.inputs[0];
+    in.k = of.inputs[1];
+    in.v = of.inputs[2];
+    if (spec.attention.mod == ScoreMod::Alibi) {
+        in.slopes = of.inputs[3];
+    }
+    in.seq_q = of.inputs[0].dim(1).extent();
+    in.seq_kv = of.inputs[1].dim(1).extent();
+    in.q_heads = of.inputs[0].dim(2).extent();
+    in.kv_heads = of.inputs[1].dim(2).extent();
+    in.head_dim_qk = of.inputs[0].dim(0).extent();
+    AttentionFuncs f = attention(spec.attention, spec.dtype, in, spec.with_row_stats);
+    of.stages = {{"qk", f.qk}, {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
+                 {"row_sum", f.row_sum}, {"acc", f.acc}, {"out", f.out}};
+    of.outputs = {f.out};
+    if (spec.with_row_stats) {
+        of.stages.insert({{"ent_num", f.ent_num}, {"max_prob_acc", f.max_prob_acc}, {"lse", f.lse},
+                          {"entropy", f.entropy}, {"max_prob", f.max_prob}});
+        of.outputs.insert(of.outputs.end(), {f.lse, f.entropy, f.max_prob});
+    }
+}
+
+// Softmax, log-sum-exp and cross-entropy share the chain row_max -> row_sum.
+void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
+    Var c("c"), r("r");
+    ImageParam x = of.inputs[0];
+    RDom rc(0, x.dim(0).extent(), "rc");
+    Func row_max("row_max"), row_sum("row_sum");
+    row_max(r) = neg_inf();
+    row_max(r) = Halide::max(row_max(r), f32(x(rc, r)));
+    row_sum(r) = 0.0f;
+    row_sum(r) += Halide::exp(f32(x(rc, r)) - row_max(r));
+    of.stages = {{"row_max", row_max}, {"row_sum", row_sum}};
+    Func out;
+    if (spec.family == Family::Softmax) {
+        out = Func("y");
+        out(c, r) = cast(halide_type(spec.dtype), Halide::exp(f32(x(c, r)) - row_max(r)) / row_sum(r));
+    } else {
+        Func lse("lse");
+        lse(r) = row_max(r) + Halide::log(row_sum(r));
+        of.stages["lse"] = lse;
+        out = lse;
+        if (spec.family == Family::CrossEntropy) {
+            ImageParam labels = of.inputs[1];
+            const Expr cols = x.dim(0).extent();
+            // An out-of-range label is a run-time error, never a clamped, silently wrong loss.
+            const Expr label = Halide::require(labels(r) >= 0 && labels(r) < cols, labels(r),
+                                               "cross_entropy: label out of range [0, cols):", labels(r));
+            out = Func("loss");
+            out(r) = lse(r) - f32(x(Halide::clamp(label, 0, cols - 1), r));
+        }
+    }
+    of.stages[out.name()] = out;
+    of.outputs = {out};
+}
+
+// LayerNorm: mean -> m2 (sum of squared deviations from the final mean); RMSNorm: sum of squares.
+void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
+    Var c("c"), r("r"), n("n");
+    ImageParam x = of.inputs[0], gamma = of.inputs[1];
+    const Expr cols = x.dim(0).extent();
+    RDom rc(0, cols, "rc");
+    const bool layer = spec.family == Family::LayerNorm || spec.family == Family::LayerNormMatmul;
+    Func normed("normed");
+    if (layer) {
+        ImageParam beta = of.inputs[2];
+        Func sum_x("sum_x"), mean("mean"), m2("m2"), inv_std("inv_std");
+        sum_x(r) = 0.0f;
+        sum_x(r) += f32(x(rc, r));
+        mean(r) = sum_x(r) / f32(cols);
+        m2(r) = 0.0f;
+        m2(r) += (f32(x(rc, r)) - mean(r)) * (f32(x(rc, r)) - mean(r));
+        inv_std(r) = 1.0f / Halide::sqrt(m2(r) / f32(cols) + float(spec.eps));
+        normed(c, r) = (f32(x(c, r)) - mean(r)) * inv_std(r) * f32(gamma(c)) + f32(beta(c));
+        of.stages = {{"sum_x", sum_x}, {"mean", mean}, {"m2", m2}, {"inv_std", inv_std}};
+    } else {
+        Func sum_sq("sum_sq"), inv_rms("inv_rms");
+        sum_sq(r) = 0.0f;
+        sum_sq(r) += f32(x(rc, r)) * f32(x(rc, r));
+        inv_rms(r) = 1.0f / Halide::sqrt(sum_sq(r) / f32(cols) + float(spec.eps));
+        normed(c, r) = f32(x(c, r)) * inv_rms(r) * f32(gamma(c));
+        of.stages = {{"sum_sq", sum_sq}, {"inv_rms", inv_rms}};
+    }
+    of.stages["normed"] = normed;
+    Func y("y");
+    if (spec.family == Family::LayerNorm || spec.family == Family::RmsNorm) {
+        y(c, r) = cast(halide_type(spec.dtype), normed(c, r));
+    } else {
+        ImageParam w = of.inputs.back();  // w[cols, N] is the Func w(n, c)
+        Func mm("matmul");
+        mm(n, r) = 0.0f;
+        mm(n, r) += normed(rc, r) * f32(w(n, rc));
+        of.stages["matmul"] = mm;
+        y(n, r) = cast(halide_type(spec.dtype), mm(n, r));
+    }
+    of.stages["y"] = y;
+    of.outputs = {y};
+}
+
+// Performer (FAVOR+): phi(x)_f = exp(w_f . x' - |x'|^2 / 2 - stabiliser), x' = x / D^(1/4).
+// Keys share one stabiliser per (b, h), the maximum over keys and features; each query
+// row has its own, the maximum over features. Both cancel in num / den, so the output
+// equals the unstabilised formula while every exponent stays <= 0.
+void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
+    (void)spec;
+    Var d("d"), e("e"), f("f"), i("i"), j("j"), h("h"), b("b");
+    ImageParam q = of.inputs[0], k = of.inputs[1], v = of.inputs[2], w = of.inputs[3];
+    const Expr dim = q.dim(0).extent(), seq = k.dim(1).extent(), nf = w.dim(1).extent();
+    const Expr xs = Halide::pow(f32(dim), -0.25f);
+    RDom rd(0, dim, "rd"), rf(0, nf, "rf"), rkv(0, seq, "kv");
+
+    auto features = [&](ImageParam x, const std::string &tag) {
+        Func proj(tag + "_proj"), norm(tag + "_norm"), logit(tag + "_logit");
+        proj(f, i, h, b) = 0.0f;
+        proj(f, i, h, b) += w(rd, f) * f32(x(rd, i, h, b)) * xs;
+        norm(i, h, b) = 0.0f;
+        norm(i, h, b) += f32(x(rd, i, h, b)) * xs * f32(x(rd, i, h, b)) * xs;
+        logit(f, i, h, b) = proj(f, i, h, b) - norm(i, h, b) / 2;
+        of.stages[proj.name()] = proj;
+        of.stages[norm.name()] = norm;
+        of.stages[logit.name()] = logit;
+        return logit;
+    };
+    Func q_logit = features(q, "q"), k_logit = features(k, "k");
+
+    Func k_row_max("k_row_max"), k_max("k_max"), kv_sum("kv_sum"), k_sum("k_sum");
+    k_row_max(j, h, b) = neg_inf();
+    k_row_max(j, h, b) = Halide::max(k_row_max(j, h, b), k_logit(rf, j, h, b));
+    k_max(h, b) = neg_inf();
+    k_max(h, b) = Halide::max(k_max(h, b), k_row_max(rkv, h, b));
+    kv_sum(e, f, h, b) = 0.0f;
+    kv_sum(e, f, h, b) += Halide::exp(k_logit(f, rkv, h, b) - k_max(h, b)) * f32(v(e, rkv, h, b));
+    k_sum(f, h, b) = 0.0f;
+    k_sum(f, h, b) += Halide::exp(k_logit(f, rkv, h, b) - k_max(h, b));
+
+    Func q_max("q_max"), num("num"), den("den"), out("out");
+    q_max(i, h, b) = neg_inf();
+    q_max(i, h, b) = Halide::max(q_max(i, h, b), q_logit(rf, i, h, b));
+    num(e, i, h, b) = 0.0f;
+    num(e, i, h, b) += Halide::exp(q_logit(rf, i, h, b) - q_max(i, h, b)) * kv_sum(e, rf, h, b);
+    den(i, h, b) = 0.0f;
+    den(i, h, b) += Halide::exp(q_logit(rf, i, h, b) - q_max(i, h, b)) * k_sum(rf, h, b);
+    out(e, i, h, b) = cast(halide_type(spec.dtype), num(e, i, h, b) / den(i, h, b));
+
+    for (Func s : {k_row_max, k_max, kv_sum, k_sum, q_max, num, den, out}) of.stages[s.name()] = s;
+    of.outputs = {out};
+}
+
+}  // namespace
+
+OperatorFuncs build(const OperatorSpec &spec) {
+    OperatorFuncs of;
+    if (spec.family == Family::Attention) {
+        add_attention(spec, of);
+        return of;
+    }
+    for (const TensorDesc &t : instantiate(spec, 1, 1).inputs) of.inputs.push_back(param(t));
+    switch (spec.family) {
+    case Family::Softmax:
+    case Family::LogSumExp:
+    case Family::CrossEntropy: add_softmax_family(spec, of); break;
+    case Family::LayerNorm:
+    case Family::LayerNormMatmul:
+    case Family::RmsNorm:
+    case Family::RmsNormMatmul: add_norm_family(spec, of); break;
+    case Family::Performer: add_performer(spec, of); break;
+    case Family::Attention: break;
+    }
+    return of;
+}
+
+}  // namespace neptune::algorithms

@@ -1,0 +1,16 @@
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "Compare.h"
+#include "GpuProbe.h"
+
+int main(int argc, char **argv) {
+    if (!neptune::testing::cuda_device_present()) {
+        std::puts("[SKIP] no CUDA device");
+        return 77;
+    }
+    neptune::testing::register_translators();
+    return doctest::Context(argc, argv).run();
+}

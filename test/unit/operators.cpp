@@ -1,0 +1,61 @@
+// The operator catalog: shapes, costs (hand-derived from OPERATORS.md §3-4) and shape parsing.
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "neptune/Operators.h"
+
+using namespace neptune;
+
+namespace {
+OperatorInstance at(const std::string &name, int64_t b, int64_t s) { return instantiate(*find_operator(name), b, s); }
+}  // namespace
+
+TEST_CASE("operators: the suite holds the ten attention operators of OPERATORS.md and the row-wise ones") {
+    for (const char *n : {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap",
+                          "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap",
+                          "attention_row_stats", "softmax", "logsumexp", "cross_entropy", "layernorm",
+                          "layernorm_matmul", "rmsnorm", "rmsnorm_matmul", "performer"})
+        CHECK_MESSAGE(find_operator(n).has_value(), n);
+    CHECK_FALSE(find_operator("prefill_nothing").has_value());
+}
+
+TEST_CASE("operators: attention tensors follow [B, H, S, D] with GQA heads and decode's single row") {
+    const OperatorInstance g = at("prefill_gqa", 2, 100);
+    CHECK(g.input("q").shape == std::vector<int64_t>{2, 64, 100, 128});
+    CHECK(g.input("k").shape == std::vector<int64_t>{2, 8, 100, 128});
+    CHECK(g.output("out").shape == std::vector<int64_t>{2, 64, 100, 128});
+    CHECK(g.rows == 2 * 64 * 100);
+    CHECK(g.row_block == 100);
+    const OperatorInstance d = at("decode_alibi", 3, 77);
+    CHECK(d.input("q").shape == std::vector<int64_t>{3, 32, 1, 128});
+    CHECK(d.input("k").shape == std::vector<int64_t>{3, 32, 77, 128});
+    CHECK(d.input("slopes").shape == std::vector<int64_t>{32});
+    CHECK(d.rows == 3 * 32);
+}
+
+TEST_CASE("operators: FLOP and byte counts match the table of OPERATORS.md §3 at B=1, S=8192") {
+    CHECK(operator_flops(at("prefill_global", 1, 8192)) == doctest::Approx(1.0995e12).epsilon(1e-3));
+    CHECK(operator_flops(at("prefill_causal", 1, 8192)) == doctest::Approx(0.5498e12).epsilon(1e-3));
+    CHECK(operator_flops(at("prefill_gqa", 1, 8192)) == doctest::Approx(1.0995e12).epsilon(1e-3));
+    CHECK(operator_flops(at("prefill_windowed", 1, 8192)) == doctest::Approx(0.2749e12).epsilon(1e-3));
+    CHECK(operator_flops(at("decode_causal", 1, 8192)) == doctest::Approx(134.2e6).epsilon(1e-3));
+    CHECK(operator_flops(at("decode_gqa", 1, 8192)) == doctest::Approx(268.4e6).epsilon(1e-3));
+    CHECK(operator_bytes(at("decode_causal", 1, 8192)) == doctest::Approx(134.2e6).epsilon(1e-3));
+    CHECK(operator_bytes(at("decode_gqa", 1, 8192)) == doctest::Approx(33.55e6).epsilon(1e-3));
+    CHECK(operator_bytes(at("decode_softcap", 1, 8192)) == doctest::Approx(67.1e6).epsilon(1e-3));
+    CHECK(memory_bound(*find_operator("decode_gqa")));
+    CHECK_FALSE(memory_bound(*find_operator("prefill_gqa")));
+}
+
+TEST_CASE("operators: shapes parse as B,S and anything else is an error that shows the expected form") {
+    CHECK(parse_shape("1,8192") == std::pair<int64_t, int64_t>{1, 8192});
+    CHECK(parse_shape("3,7") == std::pair<int64_t, int64_t>{3, 7});
+    for (const char *bad : {"", "8192", "1,", ",5", "1,2,3", "0,5", "-1,5", "a,b", "1.5,2", "1,99999999999"})
+        CHECK_THROWS_WITH_AS(parse_shape(bad), doctest::Contains("expected B,S"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(instantiate(*find_operator("softmax"), 0, 4), doctest::Contains("positive"),
+                         std::invalid_argument);
+    OperatorSpec bad = *find_operator("prefill_gqa");
+    bad.attention.kv_heads = 5;
+    CHECK_THROWS_WITH_AS(instantiate(bad, 1, 4), doctest::Contains("multiple of kv_heads"), std::invalid_argument);
+}
