@@ -52,6 +52,7 @@ struct OperatorSpec {
     int matmul_n = 1024;       // LayerNormMatmul, RmsNormMatmul: output columns
     double eps = 1e-5;         // LayerNorm, RmsNorm
     bool with_row_stats = false;  // attention also returns lse, entropy and the largest probability
+    bool f32_outputs = false;     // outputs in f32, not the input type (to compare fused and unfused in f32)
 };
 
 /** All operators, in the order `neptune_bench list` prints them. */

@@ -40,7 +40,7 @@ Expr f32(const Expr &e) { return cast<float>(e); }
 
 }  // namespace
 
-AttentionFuncs attention(const AttentionSpec &spec, DType dtype, const AttentionInputs &in, bool row_stats) {
+AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in, bool row_stats) {
     Var d("d"), e("e"), i("i"), j("j"), h("h"), b("b");
     AttentionFuncs f;
     const Expr hk = h / (in.q_heads / in.kv_heads);  // contiguous GQA groups
@@ -84,7 +84,7 @@ AttentionFuncs attention(const AttentionSpec &spec, DType dtype, const Attention
 
     const Expr empty = f.row_sum(i, h, b) == 0.0f;  // every position masked
     f.out = Func("out");
-    f.out(e, i, h, b) = cast(halide_type(dtype), select(empty, 0.0f, f.acc(e, i, h, b) / f.row_sum(i, h, b)));
+    f.out(e, i, h, b) = cast(halide_type(out_dtype), select(empty, 0.0f, f.acc(e, i, h, b) / f.row_sum(i, h, b)));
 
     if (row_stats) {
         f.ent_num = Func("ent_num");
@@ -109,6 +109,8 @@ AttentionFuncs attention(const AttentionSpec &spec, DType dtype, const Attention
 
 namespace {
 
+DType out_type(const OperatorSpec &spec) { return spec.f32_outputs ? DType::F32 : spec.dtype; }
+
 ImageParam param(const TensorDesc &t) {
     return ImageParam(halide_type(t.dtype), int(t.shape.size()), t.name);
 }
@@ -128,7 +130,8 @@ void add_attention(const OperatorSpec &spec, OperatorFuncs &of) {
     in.q_heads = of.inputs[0].dim(2).extent();
     in.kv_heads = of.inputs[1].dim(2).extent();
     in.head_dim_qk = of.inputs[0].dim(0).extent();
-    AttentionFuncs f = attention(spec.attention, spec.dtype, in, spec.with_row_stats);
+    AttentionFuncs f = attention(spec.attention, out_type(spec), in, spec.with_row_stats);
+    of.rdoms["kv"] = f.kv;
     of.stages = {{"qk", f.qk}, {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
                  {"row_sum", f.row_sum}, {"acc", f.acc}, {"out", f.out}};
     of.outputs = {f.out};
@@ -144,6 +147,7 @@ void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
     Var c("c"), r("r");
     ImageParam x = of.inputs[0];
     RDom rc(0, x.dim(0).extent(), "rc");
+    of.rdoms["rc"] = rc;
     Func row_max("row_max"), row_sum("row_sum");
     row_max(r) = neg_inf();
     row_max(r) = Halide::max(row_max(r), f32(x(rc, r)));
@@ -153,7 +157,7 @@ void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
     Func out;
     if (spec.family == Family::Softmax) {
         out = Func("y");
-        out(c, r) = cast(halide_type(spec.dtype), Halide::exp(f32(x(c, r)) - row_max(r)) / row_sum(r));
+        out(c, r) = cast(halide_type(out_type(spec)), Halide::exp(f32(x(c, r)) - row_max(r)) / row_sum(r));
     } else {
         Func lse("lse");
         lse(r) = row_max(r) + Halide::log(row_sum(r));
@@ -169,7 +173,7 @@ void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
             out(r) = lse(r) - f32(x(Halide::clamp(label, 0, cols - 1), r));
         }
     }
-    of.stages[out.name()] = out;
+    of.stages[spec.family == Family::Softmax ? "y" : (spec.family == Family::CrossEntropy ? "loss" : "lse")] = out;
     of.outputs = {out};
 }
 
@@ -179,6 +183,7 @@ void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
     ImageParam x = of.inputs[0], gamma = of.inputs[1];
     const Expr cols = x.dim(0).extent();
     RDom rc(0, cols, "rc");
+    of.rdoms["rc"] = rc;
     const bool layer = spec.family == Family::LayerNorm || spec.family == Family::LayerNormMatmul;
     Func normed("normed");
     if (layer) {
@@ -203,14 +208,14 @@ void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
     of.stages["normed"] = normed;
     Func y("y");
     if (spec.family == Family::LayerNorm || spec.family == Family::RmsNorm) {
-        y(c, r) = cast(halide_type(spec.dtype), normed(c, r));
+        y(c, r) = cast(halide_type(out_type(spec)), normed(c, r));
     } else {
         ImageParam w = of.inputs.back();  // w[cols, N] is the Func w(n, c)
         Func mm("matmul");
         mm(n, r) = 0.0f;
         mm(n, r) += normed(rc, r) * f32(w(n, rc));
         of.stages["matmul"] = mm;
-        y(n, r) = cast(halide_type(spec.dtype), mm(n, r));
+        y(n, r) = cast(halide_type(out_type(spec)), mm(n, r));
     }
     of.stages["y"] = y;
     of.outputs = {y};
@@ -227,6 +232,8 @@ void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
     const Expr dim = q.dim(0).extent(), seq = k.dim(1).extent(), nf = w.dim(1).extent();
     const Expr xs = Halide::pow(f32(dim), -0.25f);
     RDom rd(0, dim, "rd"), rf(0, nf, "rf"), rkv(0, seq, "kv");
+    of.rdoms["kv"] = rkv;
+    of.rdoms["rf"] = rf;
 
     auto features = [&](ImageParam x, const std::string &tag) {
         Func proj(tag + "_proj"), norm(tag + "_norm"), logit(tag + "_logit");
@@ -235,9 +242,9 @@ void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
         norm(i, h, b) = 0.0f;
         norm(i, h, b) += f32(x(rd, i, h, b)) * xs * f32(x(rd, i, h, b)) * xs;
         logit(f, i, h, b) = proj(f, i, h, b) - norm(i, h, b) / 2;
-        of.stages[proj.name()] = proj;
-        of.stages[norm.name()] = norm;
-        of.stages[logit.name()] = logit;
+        of.stages[tag + "_proj"] = proj;
+        of.stages[tag + "_norm"] = norm;
+        of.stages[tag + "_logit"] = logit;
         return logit;
     };
     Func q_logit = features(q, "q"), k_logit = features(k, "k");
@@ -259,9 +266,10 @@ void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
     num(e, i, h, b) += Halide::exp(q_logit(rf, i, h, b) - q_max(i, h, b)) * kv_sum(e, rf, h, b);
     den(i, h, b) = 0.0f;
     den(i, h, b) += Halide::exp(q_logit(rf, i, h, b) - q_max(i, h, b)) * k_sum(rf, h, b);
-    out(e, i, h, b) = cast(halide_type(spec.dtype), num(e, i, h, b) / den(i, h, b));
+    out(e, i, h, b) = cast(halide_type(out_type(spec)), num(e, i, h, b) / den(i, h, b));
 
-    for (Func s : {k_row_max, k_max, kv_sum, k_sum, q_max, num, den, out}) of.stages[s.name()] = s;
+    of.stages.insert({{"k_row_max", k_row_max}, {"k_max", k_max}, {"kv_sum", kv_sum}, {"k_sum", k_sum},
+                      {"q_max", q_max}, {"num", num}, {"den", den}, {"out", out}});
     of.outputs = {out};
 }
 

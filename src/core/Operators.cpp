@@ -182,6 +182,8 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
         in.rows = batch;
         in.row_block = batch;
     }
+    if (spec.f32_outputs)
+        for (TensorDesc &o : in.outputs) o.dtype = DType::F32;
     return in;
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "neptune/HalideCpu.h"
+#include "neptune/Directives.h"
 #include "neptune/algorithms/Algorithms.h"
+#include "neptune/algorithms/Schedules.h"
 #include "neptune/reference/Reference.h"
 
 namespace neptune {
@@ -37,6 +39,62 @@ std::vector<RowRun> choose_rows(const OperatorInstance &inst, double work_budget
     return runs;
 }
 
+namespace {
+
+std::vector<OutputCheck> compare_runs(const OperatorInstance &inst, const std::vector<RowRun> &runs,
+                                      const std::vector<HostTensor> &actual, const std::vector<HostTensor> &expected) {
+    std::vector<OutputCheck> out;
+    for (size_t o = 0; o < inst.outputs.size(); o++) {
+        const int64_t inner = inst.outputs[o].numel() / inst.rows;
+        ErrorStats total;
+        for (const RowRun &r : runs)
+            total = merge(total, compare(actual[o].values, expected[o].values, r.first * inner,
+                                         (r.first + r.second) * inner));
+        out.push_back({inst.outputs[o].name, total});
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string FusedVariant::name() const {
+    return split_k ? "split-K, " + std::to_string(chunks) + " chunks, tile " + std::to_string(tile)
+                   : "rolling, tile " + std::to_string(tile);
+}
+
+FusedCheckResult check_fused_on_cpu(const OperatorInstance &given, const FusedVariant &variant,
+                                    const CheckOptions &options) {
+    OperatorSpec spec = given.spec;
+    spec.f32_outputs = true;
+    const OperatorInstance inst = instantiate(spec, given.batch, given.seq);
+    FusedCheckResult result;
+    result.runs = choose_rows(inst, options.work_budget);
+    const std::vector<HostTensor> inputs = make_inputs(inst, options.seed, options.style);
+
+    algorithms::OperatorFuncs plain = algorithms::build(spec), fused = algorithms::build(spec);
+    algorithms::FusionChoice choice;
+    choice.variant = variant.split_k ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
+    choice.tile = variant.tile;
+    choice.chunks = variant.chunks;
+    for (const FusedReduction &g : algorithms::fuse_operator(spec, fused, choice)) result.plan += g.describe();
+    const std::vector<Halide::Func> lowered = lower_to_cpu(fused.outputs);
+
+    HalideCpuRunner plain_runner(inst, plain.inputs, plain.outputs), fused_runner(inst, fused.inputs, lowered);
+    plain_runner.set_inputs(inputs);
+    fused_runner.set_inputs(inputs);
+    std::vector<HostTensor> a = make_outputs(inst), f = make_outputs(inst), ref = make_outputs(inst);
+    for (const RowRun &r : result.runs) {
+        plain_runner.run_rows(a, r.first, r.second);
+        fused_runner.run_rows(f, r.first, r.second);
+        reference::compute_rows(inst, inputs, ref, r.first, r.second);
+        result.rows_checked += r.second;
+    }
+    result.vs_reference = compare_runs(inst, result.runs, f, ref);
+    result.unfused_vs_reference = compare_runs(inst, result.runs, a, ref);
+    result.vs_unfused = compare_runs(inst, result.runs, f, a);
+    return result;
+}
+
 CheckResult check_algorithm_on_cpu(const OperatorInstance &inst, const CheckOptions &options) {
     CheckResult result;
     result.runs = choose_rows(inst, options.work_budget);
@@ -51,14 +109,7 @@ CheckResult check_algorithm_on_cpu(const OperatorInstance &inst, const CheckOpti
         reference::compute_rows(inst, inputs, expected, r.first, r.second);
         result.rows_checked += r.second;
     }
-    for (size_t o = 0; o < inst.outputs.size(); o++) {
-        const int64_t inner = inst.outputs[o].numel() / inst.rows;
-        ErrorStats total;
-        for (const RowRun &r : result.runs)
-            total = merge(total, compare(actual[o].values, expected[o].values, r.first * inner,
-                                         (r.first + r.second) * inner));
-        result.outputs.push_back({inst.outputs[o].name, total});
-    }
+    result.outputs = compare_runs(inst, result.runs, actual, expected);
     return result;
 }
 

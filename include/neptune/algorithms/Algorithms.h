@@ -55,7 +55,8 @@ struct AttentionFuncs {
     Halide::Func ent_num, max_prob_acc, lse, entropy, max_prob;  // defined only with row statistics
 };
 
-AttentionFuncs attention(const AttentionSpec &spec, DType dtype, const AttentionInputs &in, bool row_stats);
+/** `out_dtype` is the type of `out` (the input type, or f32). */
+AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in, bool row_stats);
 
 /** An operator of the suite built from ImageParams: inputs and outputs in the
  * order of OperatorInstance, and every named stage. */
@@ -63,6 +64,7 @@ struct OperatorFuncs {
     std::vector<Halide::ImageParam> inputs;
     std::vector<Halide::Func> outputs;
     std::map<std::string, Halide::Func> stages;
+    std::map<std::string, Halide::RDom> rdoms;  // the reduction domains by name: "kv", "rc", "rf", ...
     Halide::Func stage(const std::string &name) const;  // throws std::invalid_argument for unknown names
 };
 

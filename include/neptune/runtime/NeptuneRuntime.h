@@ -1,0 +1,90 @@
+#ifndef NEPTUNE_RUNTIME_NEPTUNE_RUNTIME_H
+#define NEPTUNE_RUNTIME_NEPTUNE_RUNTIME_H
+/** \file
+ * Neptune's CUDA runtime as a C ABI (usable from C, ctypes and C++): module loading, launches,
+ * device memory and events over the CUDA driver API, which is opened at run time (libcuda.so.1),
+ * never linked. No CUDA header is needed to use it. */
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Every function returns NEPTUNE_OK or one of these negative codes; neptune_last_error() says why. */
+enum neptune_status {
+    NEPTUNE_OK = 0,
+    NEPTUNE_ERROR_NO_DRIVER = -1,        /* libcuda.so.1 cannot be opened (or lacks an entry point) */
+    NEPTUNE_ERROR_NO_DEVICE = -2,        /* the driver sees no CUDA device */
+    NEPTUNE_ERROR_CUDA = -3,             /* a driver call failed; the message names it and its error */
+    NEPTUNE_ERROR_INVALID_ARGUMENT = -4, /* null pointer, zero size, unknown kernel name, too much shared memory */
+    NEPTUNE_ERROR_COMPILE = -5           /* NVRTC or nvcc rejected a kernel */
+};
+
+/** The message of the calling thread's last failure (never NULL; "" before any failure). It names the
+ * failing CUDA call with the error's name and string (e.g. CUDA_ERROR_INVALID_VALUE) and, for
+ * launches, the kernel. Valid until the next failing call on this thread. */
+const char *neptune_last_error(void);
+
+/** Opens libcuda.so.1, calls cuInit(0) and makes a context current: the one already current on the
+ * calling thread if there is one, else device 0's primary context (retained), which Halide's CUDA
+ * runtime and PyTorch share. Idempotent and thread-safe; every other call initializes on demand and
+ * makes that context current on threads that have none. */
+int neptune_init(void);
+
+/** 1 if neptune_init() succeeds (so a device exists), else 0 (neptune_last_error() then says why). Never prints. */
+int neptune_cuda_available(void);
+
+/** The device of Neptune's context. */
+typedef struct neptune_device_info {
+    char name[256];
+    int sm_count;
+    int cc_major, cc_minor;
+    int max_shared_per_block_optin; /* bytes of shared memory a block may use after opting in */
+    int l2_bytes;
+    size_t total_memory; /* bytes of device memory */
+} neptune_device_info;
+
+int neptune_get_device_info(neptune_device_info *info);
+
+/** A loaded module (cuModuleLoadData) and a kernel in it; both opaque. A function belongs to its
+ * module and is freed by neptune_module_unload. */
+typedef struct neptune_module neptune_module;
+typedef struct neptune_function neptune_function;
+
+/** Loads a NUL-terminated PTX text, a cubin or a fatbin. */
+int neptune_module_load(const void *image, neptune_module **out);
+int neptune_module_unload(neptune_module *module);
+/** Looks a kernel up by its symbol name (the mangled name unless declared extern "C"); an unknown
+ * name gives NEPTUNE_ERROR_INVALID_ARGUMENT. Asking twice gives the same function. */
+int neptune_module_get_function(neptune_module *module, const char *name, neptune_function **out);
+
+/** Launches f on grid x block threads. `stream` is a CUstream (NULL: the default stream); `args`
+ * points to one pointer per kernel parameter (NULL for a kernel without parameters). Above 48 KiB of
+ * dynamic shared memory, the function's limit is raised first (once per function and size); a
+ * request beyond the device's opt-in limit gives NEPTUNE_ERROR_INVALID_ARGUMENT. Errors name the
+ * kernel. Launches are asynchronous: execution errors appear at the next synchronizing call. */
+int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned block[3], unsigned dynamic_smem_bytes,
+                   void *stream, void **args);
+
+/** Device memory; device pointers travel as `void *` (a CUdeviceptr cast). Freeing NULL does nothing. */
+int neptune_malloc(void **dptr, size_t bytes);
+int neptune_free(void *dptr);
+/** Synchronous copies and fill; a size of 0 does nothing. */
+int neptune_memcpy_htod(void *dst_device, const void *src_host, size_t bytes);
+int neptune_memcpy_dtoh(void *dst_host, const void *src_device, size_t bytes);
+int neptune_memset_d8(void *dst_device, unsigned char value, size_t bytes);
+/** Waits for all work in Neptune's context. */
+int neptune_synchronize(void);
+
+/** Timing with CUDA events (`void *` is a CUevent; `stream` a CUstream or NULL). elapsed_ms waits
+ * for `end` and reports the milliseconds between the two records. */
+int neptune_event_create(void **event);
+int neptune_event_record(void *event, void *stream);
+int neptune_event_elapsed_ms(void *start, void *end, float *ms);
+int neptune_event_destroy(void *event);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif

@@ -1,0 +1,139 @@
+#ifndef NEPTUNE_TEST_DEVICE_OP_KERNELS_CUH
+#define NEPTUNE_TEST_DEVICE_OP_KERNELS_CUH
+/** \file
+ * Small kernels that each exercise a few neptune::device ops on data from global memory, for the
+ * GPU test (device_ops.cu) and the compile checks. Device code only. */
+#include "neptune/device/neptune_device.cuh"
+
+namespace neptune::device_test {
+
+namespace nd = neptune::device;
+
+/** A shared-memory pattern that no test input contains. */
+constexpr unsigned short poison_bits = 0xbeef;
+
+/** Each of WARPS warps computes its 16 MT rows of c = 1 + a b^T (AB false: b holds [n][k]) or
+ * c = 1 + a b (AB true: b holds [k][n]). a is (16 MT WARPS) x (16 KT) row-major; b is read at
+ * (b_row0, b_col0) inside a larger row-major tile with 16 spare rows and columns. c32 and c16
+ * are (16 MT WARPS) x (8 NT) row-major. */
+template <typename T, int WARPS, int MT, int NT, int KT, bool AB>
+struct mma_shape {
+    static constexpr int m = 16 * MT * WARPS, k = 16 * KT, n = 8 * NT;
+    static constexpr int b_rows = (AB ? k : n) + 16, b_cols = (AB ? n : k) + 16;
+};
+
+template <typename T, int WARPS, int MT, int NT, int KT, bool AB>
+__global__ void mma_kernel(const T *a, const T *b, float *c32, T *c16, int b_row0, int b_col0) {
+    using shape = mma_shape<T, WARPS, MT, NT, KT, AB>;
+    __shared__ __align__(16) T a_buf[shape::m * (shape::k + 8)];
+    __shared__ __align__(16) T b_buf[shape::b_rows * (shape::b_cols + 8)];
+    const nd::smem_tile<T, shape::m, shape::k> a_s{a_buf};
+    const nd::smem_tile<T, shape::b_rows, shape::b_cols> b_s{b_buf};
+    nd::load_tile_sync<32 * WARPS>(a_s, a, shape::k, shape::m, shape::k);
+    nd::load_tile_sync<32 * WARPS>(b_s, b, shape::b_cols, shape::b_rows, shape::b_cols);
+    nd::barrier();
+
+    const int row0 = 16 * MT * nd::warp_id();
+    nd::a_tile<T, MT, KT> a_frag;
+    nd::load_a(a_frag, a_s, row0);
+    nd::acc_tile<MT, NT> c;
+    nd::fill(c, 1.0f);  // mma accumulates onto what is there
+    if constexpr (AB) nd::mma_ab(c, a_frag, b_s, b_row0, b_col0);
+    else nd::mma_abt(c, a_frag, b_s, b_row0);
+    nd::store_acc_f32(c32, shape::n, c, row0, shape::m, shape::n);
+    nd::store_acc(c16, shape::n, c, row0, shape::m, shape::n);
+}
+
+/** Poisons a ROWS x COLS tile (padding included), loads g into it with threads 0 .. THREADS-1 of
+ * the CTA (launch more to check that the others stay out), and copies the whole padded tile to out. */
+template <typename T, int THREADS, int ROWS, int COLS, bool ASYNC>
+__global__ void load_kernel(const T *g, long long row_stride, int valid_rows, int valid_cols, T *out) {
+    using tile = nd::smem_tile<T, ROWS, COLS>;
+    constexpr int n = ROWS * tile::pitch;
+    __shared__ __align__(16) T buf[n];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i].bits = poison_bits;
+    nd::barrier();
+    const tile s{buf};
+    if constexpr (ASYNC) {
+        nd::load_tile_async<THREADS>(s, g, row_stride, valid_rows, valid_cols);
+        nd::cp_async_commit();
+        nd::cp_async_wait<0>();
+    } else {
+        nd::load_tile_sync<THREADS>(s, g, row_stride, valid_rows, valid_cols);
+    }
+    nd::barrier();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buf[i];
+}
+
+/** One warp, an MT x NT accumulator read from `in` ((16 MT) x (8 NT) row-major, -inf entries
+ * allowed) through map's coordinates:
+ *   m_out = row_max(m_init, in),  l_raw_out = row_sum(l_init, in),
+ *   p_out = 2^(in - m) (m = m_out, or 0 where m_out = -inf),  l_out = row_sum(l_init, p). */
+template <int MT, int NT>
+__global__ void reduce_kernel(const float *in, const float *m_init, const float *l_init, float *m_out,
+                              float *l_raw_out, float *p_out, float *l_out) {
+    constexpr int N = 8 * NT;
+    nd::acc_tile<MT, NT> c;
+    nd::map(c, [&](float, int r, int col) { return in[r * N + col]; });
+    nd::row_vec<MT> m, l_raw, l;
+    nd::map_vec(m, [&](float, int r) { return m_init[r]; });
+    nd::map_vec(l, [&](float, int r) { return l_init[r]; });
+    nd::copy(l_raw, l);
+    nd::row_max(m, c);
+    nd::row_sum(l_raw, c);
+    nd::row_vec<MT> bias = m;
+    nd::map_vec(bias, [](float x, int) { return x == nd::neg_inf() ? 0.0f : x; });
+    nd::map_rows(c, bias, [](float x, float b) { return nd::fast_exp2(x - b); });
+    nd::row_sum(l, c);
+    nd::store_rows(m_out, m, 0, 16 * MT);
+    nd::store_rows(l_raw_out, l_raw, 0, 16 * MT);
+    nd::store_rows(l_out, l, 0, 16 * MT);
+    nd::store_acc_f32(p_out, N, c, 0, 16 * MT, N);
+}
+
+/** One warp, (16 MT) x (8 NT) row-major outputs:
+ *   mapped     = 0.5 + r * 8 NT + col, from map(fill(0.5)) with the coordinates it passes;
+ *   round_trip = acc_to_a(in) times the identity by mma_ab, which must equal T(in): the
+ *                converted fragments are valid A operands for the same rows and columns. */
+template <typename T, int MT, int NT>
+__global__ void layout_kernel(const float *in, float *mapped, float *round_trip) {
+    constexpr int N = 8 * NT;
+    __shared__ __align__(16) T eye_buf[N * (N + 8)];
+    const nd::smem_tile<T, N, N> eye{eye_buf};
+    for (int i = threadIdx.x; i < N * N; i += blockDim.x)
+        *eye.at(i / N, i % N) = nd::from_float<T>(i / N == i % N ? 1.0f : 0.0f);
+    nd::barrier();
+
+    nd::acc_tile<MT, NT> c;
+    nd::fill(c, 0.5f);
+    nd::map(c, [](float x, int r, int col) { return x + static_cast<float>(r * N + col); });
+    nd::store_acc_f32(mapped, N, c, 0, 16 * MT, N);
+
+    nd::map(c, [&](float, int r, int col) { return in[r * N + col]; });
+    nd::a_tile<T, MT, NT / 2> a;
+    nd::acc_to_a(a, c);
+    nd::acc_tile<MT, NT> d;
+    nd::fill(d, 0.0f);
+    nd::mma_ab(d, a, eye, 0, 0);
+    nd::store_acc_f32(round_trip, N, d, 0, 16 * MT, N);
+}
+
+/** One warp stores the accumulator read from `in` ((16 MT) x (8 NT) row-major) at row0 of
+ * out16 and out32 (row stride `row_stride`) and its row maxima at row0 of rows_out, all masked
+ * by valid_rows and valid_cols. */
+template <typename T, int MT, int NT>
+__global__ void store_kernel(const float *in, T *out16, float *out32, float *rows_out, long long row_stride, int row0,
+                             int valid_rows, int valid_cols) {
+    nd::acc_tile<MT, NT> c;
+    nd::map(c, [&](float, int r, int col) { return in[r * 8 * NT + col]; });
+    nd::store_acc(out16, row_stride, c, row0, valid_rows, valid_cols);
+    nd::store_acc_f32(out32, row_stride, c, row0, valid_rows, valid_cols);
+    nd::row_vec<MT> m;
+    nd::fill(m, nd::neg_inf());
+    nd::row_max(m, c);
+    nd::store_rows(rows_out, m, row0, valid_rows);
+}
+
+}  // namespace neptune::device_test
+
+#endif
