@@ -2,8 +2,6 @@
 
 #include <doctest/doctest.h>
 
-#include "Halide.h"
-
 namespace neptune::testing {
 
 void check_close(const std::string &what, const HostTensor &actual, const HostTensor &expected, int64_t begin,
@@ -19,10 +17,5 @@ void check_close(const std::string &what, const HostTensor &actual, const HostTe
     CHECK(tol.accepts(e));
 }
 
-namespace {
-doctest::String translate_halide_error(Halide::Error e) { return doctest::String(e.what()); }
-}  // namespace
-
-void register_translators() { doctest::registerExceptionTranslator<Halide::Error>(translate_halide_error); }
 
 }  // namespace neptune::testing

@@ -17,9 +17,6 @@ void check_close(const std::string &what, const HostTensor &actual, const HostTe
 void check_close(const std::string &what, const HostTensor &actual, const HostTensor &expected, const Tolerance &tol,
                  int64_t begin = 0, int64_t end = -1);
 
-/** Lets doctest print Halide::Error (which is not a std::exception). */
-void register_translators();
-
 }  // namespace neptune::testing
 
 #endif

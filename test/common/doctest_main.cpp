@@ -1,9 +1,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "Compare.h"
+#include "HalideErrors.h"
 
 int main(int argc, char **argv) {
-    neptune::testing::register_translators();
+    neptune::testing::register_halide_translator();
     return doctest::Context(argc, argv).run();
 }

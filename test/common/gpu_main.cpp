@@ -3,7 +3,6 @@
 
 #include <cstdio>
 
-#include "Compare.h"
 #include "GpuProbe.h"
 
 int main(int argc, char **argv) {
@@ -11,6 +10,5 @@ int main(int argc, char **argv) {
         std::puts("[SKIP] no CUDA device");
         return 77;
     }
-    neptune::testing::register_translators();
     return doctest::Context(argc, argv).run();
 }
