@@ -64,45 +64,78 @@ int cmd_list() {
     return 0;
 }
 
-int cmd_check(const std::string &op_name, const std::string &shape_text, uint64_t seed, bool rising, double budget,
-              const std::string &json_path) {
-    const OperatorSpec spec = lookup(op_name);
-    const auto [batch, seq] = parse_shape(shape_text);
+struct CheckArgs {
+    std::string op, shape = "1,8192", json;
+    uint64_t seed = 20261129;
+    bool rising = false, plan = false;
+    double budget = 2e9;
+    int tile = 64, chunks = 4;
+};
+
+void print_row(const std::string &what, const std::string &out, const ErrorStats &ref, const ErrorStats *unfused,
+               bool pass) {
+    fmt::print("{:<38} {:<9} {:>11.3e} {:>11.3e} {:>14}  {}\n", what, out, ref.max_abs, ref.rel_rms(),
+               unfused ? fmt::format("{:.3e}", unfused->rel_rms()) : std::string("-"), pass ? "ok" : "FAIL");
+}
+
+int cmd_check(const CheckArgs &a) {
+    const OperatorSpec spec = lookup(a.op);
+    const auto [batch, seq] = parse_shape(a.shape);
     const OperatorInstance inst = instantiate(spec, batch, seq);
     CheckOptions opt;
-    opt.seed = seed;
-    opt.style = rising ? InputStyle::RisingScores : InputStyle::Normal;
-    opt.work_budget = budget;
+    opt.seed = a.seed;
+    opt.style = a.rising ? InputStyle::RisingScores : InputStyle::Normal;
+    opt.work_budget = a.budget;
 
-    fmt::print("check {} at {},{} on the CPU: Halide algorithm (JIT) vs fp64 reference\n", spec.name, batch, seq);
+    fmt::print("check {} at {},{} on the CPU (Halide JIT) against the fp64 reference\n", spec.name, batch, seq);
     const auto t0 = std::chrono::steady_clock::now();
     const CheckResult r = check_algorithm_on_cpu(inst, opt);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r.rows_checked < inst.rows)
-        fmt::print("rows checked: {} of {} (a sample: {} runs over evenly spaced (batch, head) blocks)\n", r.rows_checked,
-                   inst.rows, r.runs.size());
+        fmt::print("rows checked: {} of {} (a sample: {} runs over evenly spaced (batch, head) blocks)\n",
+                   r.rows_checked, inst.rows, r.runs.size());
     else
         fmt::print("rows checked: all {}\n", inst.rows);
+    fmt::print("{:<38} {:<9} {:>11} {:>11} {:>14}  {}\n", "variant", "output", "max |err|", "rel rms",
+               "vs unfused f32", "verdict");
 
     bool ok = true;
     nlohmann::json out = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"rows_checked", r.rows_checked},
-                          {"rows", inst.rows}, {"seconds", secs}, {"outputs", nlohmann::json::array()}};
-    fmt::print("{:<10} {:>12} {:>12} {:>12}  {}\n", "output", "max |err|", "rms err", "rel rms", "verdict");
+                          {"rows", inst.rows}, {"variants", nlohmann::json::array()}};
+    nlohmann::json plain = {{"variant", "unfused"}, {"outputs", nlohmann::json::array()}};
     for (size_t o = 0; o < r.outputs.size(); o++) {
         const TensorDesc &d = inst.outputs[o];
         const ErrorStats &e = r.outputs[o].error;
         const bool pass = tolerance_for(d.dtype).accepts(e);
         ok = ok && pass;
-        fmt::print("{:<10} {:>12.3e} {:>12.3e} {:>12.3e}  {}\n", d.name, e.max_abs, e.rms_abs, e.rel_rms(),
-                   pass ? "ok" : "FAIL");
+        print_row(fmt::format("unfused algorithm ({})", dtype_name(d.dtype)), d.name, e, nullptr, pass);
         if (!pass) fmt::print("  {}\n", e.describe(d));
-        out["outputs"].push_back({{"name", d.name}, {"max_abs", e.max_abs}, {"rms", e.rms_abs},
-                                  {"rel_rms", e.rel_rms()}, {"pass", pass}});
+        plain["outputs"].push_back({{"name", d.name}, {"max_abs", e.max_abs}, {"rel_rms", e.rel_rms()}, {"pass", pass}});
     }
-    fmt::print("{} in {:.1f} s\n", ok ? "check passed" : "check FAILED", secs);
-    if (!json_path.empty()) {
-        std::ofstream f(json_path);
-        if (!f) throw std::runtime_error("cannot write " + json_path);
+    out["variants"].push_back(plain);
+
+    for (const FusedVariant v : {FusedVariant{false, a.tile, 1}, FusedVariant{true, a.tile, a.chunks}}) {
+        const FusedCheckResult f = check_fused_on_cpu(inst, v, opt);
+        if (a.plan && !v.split_k) fmt::print("\n{}\n", f.plan);
+        nlohmann::json jv = {{"variant", v.name()}, {"outputs", nlohmann::json::array()}};
+        for (size_t o = 0; o < f.vs_reference.size(); o++) {
+            const ErrorStats &e = f.vs_reference[o].error, &u = f.vs_unfused[o].error;
+            const bool pass =
+                tolerance_for(DType::F32).accepts(e) && u.nonfinite == 0 && u.rel_rms() <= fused_rel_rms_bound;
+            ok = ok && pass;
+            print_row("fused " + v.name() + " (f32)", f.vs_reference[o].output, e, &u, pass);
+            if (!pass) fmt::print("  vs unfused: {}\n", u.describe(inst.outputs[o]));
+            jv["outputs"].push_back({{"name", f.vs_reference[o].output}, {"max_abs", e.max_abs},
+                                     {"rel_rms", e.rel_rms()}, {"rel_rms_vs_unfused", u.rel_rms()}, {"pass", pass}});
+        }
+        out["variants"].push_back(jv);
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out["seconds"] = secs;
+    fmt::print("{} in {:.1f} s (fused variants must match the unfused f32 algorithm to a relative RMS of {:g})\n",
+               ok ? "check passed" : "check FAILED", secs, fused_rel_rms_bound);
+    if (!a.json.empty()) {
+        std::ofstream f(a.json);
+        if (!f) throw std::runtime_error("cannot write " + a.json);
         f << out.dump(1) << "\n";
     }
     return ok ? 0 : 1;
@@ -128,21 +161,24 @@ int main(int argc, char **argv) {
 
     app.add_subcommand("list", "List the operators, their heads, masks and modifiers");
 
-    std::string op, shape = "1,8192", json;
-    uint64_t seed = 20261129;
-    bool rising = false;
-    double budget = 2e9;
-    CLI::App *check = app.add_subcommand("check", "Run the Halide algorithm on the CPU and compare it with the fp64 "
-                                                  "reference (prints max and RMS error; exit 1 if out of tolerance)");
-    check->add_option("OP", op, "operator name (see list)")->required();
-    check->add_option("SHAPE", shape, "B,S: batch,seq for attention; rows,cols for row-wise operators")
+    CheckArgs ca;
+    CLI::App *check = app.add_subcommand(
+        "check", "On the CPU: the Halide algorithm, and its fused CPU forms (rolling and split-K), against the fp64 "
+                 "reference and each other; prints max and RMS errors, exits 1 if out of tolerance");
+    check->add_option("OP", ca.op, "operator name (see list)")->required();
+    check->add_option("SHAPE", ca.shape, "B,S: batch,seq for attention; rows,cols for row-wise operators")
         ->capture_default_str();
-    check->add_option("--seed", seed, "random seed of the inputs")->capture_default_str();
-    check->add_flag("--rising", rising, "inputs whose row maximum rises along the keys (exercises rescaling)");
-    check->add_option("--budget", budget, "reference flops to spend; larger shapes are checked on sampled rows")
+    check->add_option("--seed", ca.seed, "random seed of the inputs")->capture_default_str();
+    check->add_flag("--rising", ca.rising, "inputs whose row maximum rises along the keys (exercises rescaling)");
+    check->add_flag("--plan", ca.plan, "print the fused plan: maps, derived repairs and their proofs");
+    check->add_option("--tile", ca.tile, "tile of the fused variants")->capture_default_str()->check(CLI::PositiveNumber);
+    check->add_option("--chunks", ca.chunks, "chunks of the split-K variant")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    check->add_option("--json", json, "also write the results to this JSON file");
+    check->add_option("--budget", ca.budget, "reference flops to spend; larger shapes are checked on sampled rows")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    check->add_option("--json", ca.json, "also write the results to this JSON file");
 
     std::string pop, pshape = "1,8192";
     CLI::App *profile = app.add_subcommand("profile", "Time Neptune's GPU kernels against the baselines");
@@ -153,7 +189,7 @@ int main(int argc, char **argv) {
     try {
         app.parse(argc, argv);
         if (app.got_subcommand("list")) return cmd_list();
-        if (app.got_subcommand("check")) return cmd_check(op, shape, seed, rising, budget, json);
+        if (app.got_subcommand("check")) return cmd_check(ca);
         if (app.got_subcommand("profile")) return cmd_profile(pop, pshape);
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
