@@ -3,6 +3,9 @@
 //   neptune_bench check prefill_global 1,8192      CPU: Halide algorithm vs fp64 reference
 //   neptune_bench profile prefill_global 1,8192    GPU kernels and baselines (needs the GPU backend)
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -13,7 +16,10 @@
 
 #include "Halide.h"
 #include "neptune/Check.h"
+#include "gpu/GpuOperator.h"
 #include "neptune/Operators.h"
+#include "neptune/reference/Reference.h"
+#include "neptune/runtime/NeptuneRuntime.h"
 
 namespace {
 
@@ -141,15 +147,149 @@ int cmd_check(const CheckArgs &a) {
     return ok ? 0 : 1;
 }
 
-int cmd_profile(const std::string &op_name, const std::string &shape_text) {
-    const OperatorSpec spec = lookup(op_name);
-    const auto [batch, seq] = parse_shape(shape_text);
-    (void)instantiate(spec, batch, seq);  // reports bad extents first
-    fmt::print(stderr,
-               "neptune_bench profile: no GPU backend exists yet, so there are no Neptune kernels to time.\n"
-               "Use 'neptune_bench check {} {},{}' for the CPU check of the algorithm.\n",
-               spec.name, batch, seq);
-    return 3;
+struct ProfileArgs {
+    std::string op, shape = "1,8192", json, baselines, impls = "sdpa_flash,sdpa_cudnn,sdpa_efficient,flex";
+    uint64_t seed = 20261129;
+    int repeat = 30, warps = 0, block_n = 0, chunks = 0, min_blocks = 0;
+    bool dump = false, no_baselines = false;
+};
+
+std::string default_baselines_script(const char *argv0) {
+    // The build tree sits in the repository: build/apps/neptune_bench/neptune_bench.
+    std::string exe = argv0;
+    const size_t slash = exe.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : exe.substr(0, slash);
+    for (const char *rel : {"/../../../apps/neptune_bench/baselines.py", "/baselines.py"}) {
+        std::ifstream f(dir + rel);
+        if (f) return dir + rel;
+    }
+    return "";
+}
+
+void write_file(const std::string &path, const void *data, size_t bytes) {
+    std::ofstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot write " + path);
+    f.write(static_cast<const char *>(data), std::streamsize(bytes));
+}
+
+int cmd_profile(const ProfileArgs &a, const char *argv0) {
+    const OperatorSpec spec = lookup(a.op);
+    const auto [batch, seq] = parse_shape(a.shape);
+    const OperatorInstance inst = instantiate(spec, batch, seq);
+    if (!gpu_available()) {
+        fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}).\nUse 'neptune_bench check {} {},{}' for "
+                           "the CPU path.\n", neptune_last_error(), spec.name, batch, seq);
+        return 3;
+    }
+    GpuOptions go;
+    go.warps = a.warps;
+    go.block_n = a.block_n;
+    go.chunks = a.chunks;
+    go.min_blocks = a.min_blocks;
+    fmt::print("profile {} at {},{} on the GPU\n", spec.name, batch, seq);
+    GpuOperator op(inst, go);
+    if (a.dump) fmt::print("{}\n{}\n", op.tile_program(), op.cuda_source());
+    fmt::print("{}", op.describe());
+    const std::vector<HostTensor> inputs = make_inputs(inst, a.seed);
+    op.set_inputs(inputs);
+    const std::vector<HostTensor> outs = op.run();
+
+    // Correctness first: sampled rows against the fp64 reference; fail loudly.
+    std::vector<HostTensor> ref = make_outputs(inst);
+    const std::vector<RowRun> runs = choose_rows(inst, 2e9);
+    for (const RowRun &r : runs) reference::compute_rows(inst, inputs, ref, r.first, r.second);
+    bool ok = true;
+    nlohmann::json jout = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"outputs", nlohmann::json::array()}};
+    for (size_t o = 0; o < outs.size(); o++) {
+        const int64_t inner = inst.outputs[o].numel() / inst.rows;
+        ErrorStats e;
+        for (const RowRun &r : runs)
+            e = merge(e, compare(outs[o].values, ref[o].values, r.first * inner, (r.first + r.second) * inner));
+        // Every element must have been written (outputs are poisoned with NaN before the run).
+        int64_t unwritten = 0;
+        for (double v : outs[o].values) unwritten += std::isnan(v) ? 1 : 0;
+        const double bound = inst.outputs[o].dtype == DType::F32 ? 1e-3 : 2e-3;
+        const bool pass = unwritten == 0 && e.nonfinite == 0 && e.rel_rms() <= bound;
+        ok = ok && pass;
+        fmt::print("check {:<9} rel rms {:.3e} (bound {:g}), max |err| {:.3e}, unwritten {}  {}\n", inst.outputs[o].name,
+                   e.rel_rms(), bound, e.max_abs, unwritten, pass ? "ok" : "FAIL");
+        if (!pass) fmt::print("  {}\n", e.describe(inst.outputs[o]));
+        jout["outputs"].push_back({{"name", inst.outputs[o].name}, {"rel_rms", e.rel_rms()}, {"max_abs", e.max_abs},
+                                   {"unwritten", unwritten}, {"pass", pass}});
+    }
+    if (!ok) {
+        fmt::print(stderr, "neptune_bench profile: {} is wrong on the GPU; not timing it\n", spec.name);
+        return 1;
+    }
+    const GpuTiming t = op.time(a.repeat);
+    const bool by_bytes = memory_bound(spec);
+    const double work = by_bytes ? operator_bytes(inst) : operator_flops(inst);
+    const double rate = work / (t.median_ms * 1e-3) / 1e12;
+    const char *unit = by_bytes ? "TB/s" : "TFLOP/s";
+    fmt::print("neptune   median {:.4f} ms (min {:.4f}, max {:.4f}, {} repeats, L2 flushed): {:.1f} {}\n", t.median_ms,
+               t.min_ms, t.max_ms, t.repeats, rate, unit);
+    jout["neptune"] = {{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"throughput", rate},
+                       {"unit", unit}};
+
+    // Baselines on the same inputs, through the Python driver.
+    const std::string script = a.baselines.empty() ? default_baselines_script(argv0) : a.baselines;
+    if (!a.no_baselines && !script.empty()) {
+        const std::string dir = "/tmp/neptune_bench_" + std::to_string(::getpid());
+        std::system(("mkdir -p " + dir).c_str());
+        for (const HostTensor &x : inputs) {
+            std::vector<char> buf(size_t(x.desc.numel()) * size_t(dtype_bytes(x.desc.dtype)));
+            x.store(buf.data());
+            write_file(dir + "/" + x.desc.name + ".bin", buf.data(), buf.size());
+        }
+        std::vector<char> obuf(size_t(outs[0].desc.numel()) * 2);
+        outs[0].store(obuf.data());
+        write_file(dir + "/neptune_out.bin", obuf.data(), obuf.size());
+        const AttentionSpec &at = spec.attention;
+        nlohmann::json meta = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"q_heads", at.q_heads},
+                               {"kv_heads", at.kv_heads}, {"seq_q", inst.input("q").shape[2]}, {"seq_kv", seq},
+                               {"head_dim", at.head_dim_qk},
+                               {"mask", at.mask == Mask::None ? "none" : (at.mask == Mask::Causal ? "causal" : "window")},
+                               {"window", at.window},
+                               {"mod", at.mod == ScoreMod::None ? "none" : (at.mod == ScoreMod::Alibi ? "alibi" : "softcap")},
+                               {"softcap", at.softcap}, {"scale", at.score_scale()}, {"decode", at.decode}};
+        std::ofstream(dir + "/meta.json") << meta.dump(1);
+        nlohmann::json rows = {{"rows", nlohmann::json::array()}, {"values", nlohmann::json::array()}};
+        const int64_t dv = inst.outputs[0].shape.back();
+        for (const RowRun &r : runs)
+            for (int64_t row = r.first; row < r.first + r.second && rows["rows"].size() < 256; row++) {
+                rows["rows"].push_back(row);
+                rows["values"].push_back(std::vector<double>(ref[0].values.begin() + row * dv,
+                                                             ref[0].values.begin() + (row + 1) * dv));
+            }
+        std::ofstream(dir + "/reference_rows.json") << rows.dump();
+        const std::string bjson = dir + "/baselines.json";
+        const std::string cmd = "python3 " + script + " --op " + spec.name + " --batch " + std::to_string(batch) +
+                                " --seq " + std::to_string(seq) + " --inputs " + dir + " --outputs " + dir +
+                                " --repeat " + std::to_string(a.repeat) + " --impl " + a.impls + " --json " + bjson;
+        fmt::print("baselines: {}\n", cmd);
+        std::fflush(stdout);
+        const int rc = std::system(cmd.c_str());
+        std::ifstream bj(bjson);
+        if (rc == 0 && bj) {
+            const nlohmann::json b = nlohmann::json::parse(bj);
+            jout["baselines"] = b;
+            fmt::print("\n{:<16} {:>10} {:>12}  {}\n", "implementation", "ms", unit, "Neptune speedup");
+            fmt::print("{:<16} {:>10.4f} {:>12.1f}  {}\n", "neptune", t.median_ms, rate, "1.00");
+            for (const auto &r : b["results"]) {
+                if (!r.value("supported", false) || r["median_ms"].is_null()) {
+                    fmt::print("{:<16} {:>10} {:>12}  unsupported\n", r.value("impl", "?"), "-", "-");
+                    continue;
+                }
+                const double ms = r["median_ms"].get<double>();
+                fmt::print("{:<16} {:>10.4f} {:>12.1f}  {:.2f}\n", r.value("impl", "?"), ms, work / (ms * 1e-3) / 1e12,
+                           ms / t.median_ms);
+            }
+        } else {
+            fmt::print("baselines did not run (exit {}); see the driver's message above\n", rc);
+        }
+    }
+    if (!a.json.empty()) std::ofstream(a.json) << jout.dump(1) << "\n";
+    return 0;
 }
 
 }  // namespace
@@ -180,17 +320,30 @@ int main(int argc, char **argv) {
         ->check(CLI::PositiveNumber);
     check->add_option("--json", ca.json, "also write the results to this JSON file");
 
-    std::string pop, pshape = "1,8192";
-    CLI::App *profile = app.add_subcommand("profile", "Time Neptune's GPU kernels against the baselines");
-    profile->add_option("OP", pop, "operator name (see list)")->required();
-    profile->add_option("SHAPE", pshape, "B,S: batch,seq for attention; rows,cols for row-wise operators")
+    ProfileArgs pa;
+    CLI::App *profile = app.add_subcommand(
+        "profile", "On the GPU: Neptune's kernels checked against the fp64 reference, then timed (CUDA events, L2 "
+                   "flushed, median) beside the PyTorch baselines on the same inputs");
+    profile->add_option("OP", pa.op, "operator name (see list)")->required();
+    profile->add_option("SHAPE", pa.shape, "B,S: batch,seq")->capture_default_str();
+    profile->add_option("--repeat", pa.repeat, "timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
+    profile->add_option("--seed", pa.seed, "random seed of the inputs")->capture_default_str();
+    profile->add_option("--warps", pa.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
+    profile->add_option("--block-n", pa.block_n, "keys per KV tile; 0 = 64 for prefill, 32 for decode")->capture_default_str();
+    profile->add_option("--min-blocks", pa.min_blocks, "blocks per SM the register allocation must allow; 0 = any")
         ->capture_default_str();
+    profile->add_option("--chunks", pa.chunks, "split-K chunks for decode; 0 = from the SM count")->capture_default_str();
+    profile->add_option("--json", pa.json, "also write the results to this JSON file");
+    profile->add_option("--baselines", pa.baselines, "the baseline driver (default: apps/neptune_bench/baselines.py)");
+    profile->add_option("--impl", pa.impls, "baselines to run")->capture_default_str();
+    profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only");
+    profile->add_flag("--dump", pa.dump, "print the tile program and the CUDA source");
 
     try {
         app.parse(argc, argv);
         if (app.got_subcommand("list")) return cmd_list();
         if (app.got_subcommand("check")) return cmd_check(ca);
-        if (app.got_subcommand("profile")) return cmd_profile(pop, pshape);
+        if (app.got_subcommand("profile")) return cmd_profile(pa, argv[0]);
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     } catch (const std::invalid_argument &e) {

@@ -97,12 +97,17 @@ private:
         }
         const Repair &rp = s.repair;
         Expr acc = rp.shift[c].defined() ? HI::substitute(bind, rp.shift[c]) : Expr();
+        Expr empty = HI::const_true();  // every companion still the identity: nothing accumulated yet
         for (size_t m = 0; m < old.size(); m++) {
+            empty = empty && old[m] == reducer_identity(s.reducer);
             if (!rp.coeff[c][m].defined()) continue;
             const Expr term = HI::is_const_one(rp.coeff[c][m]) ? old[m] : old[m] * HI::substitute(bind, rp.coeff[c][m]);
             acc = acc.defined() ? acc + term : term;
         }
-        return acc.defined() ? acc : Expr(0.0f);
+        if (!acc.defined()) return Expr(0.0f);
+        // h(identity) = identity for every derived repair; evaluating it instead could form 0 * inf when a
+        // guarded producer (0 for an empty max) exceeds the new value by more than exp can represent.
+        return s.repair.kind == RepairKind::None ? acc : Halide::select(empty, reducer_identity(s.reducer), acc);
     }
 
     void build_stage(const FusedStage &s) {

@@ -70,7 +70,7 @@ TEST_CASE("fused: attention operators, rolling and split-K, match the unfused al
 }
 
 TEST_CASE("fused: attention at sequence 8191 (sampled rows), rolling and split-K") {
-    for (const char *name : {"prefill_causal", "decode_gqa", "prefill_windowed"})
+    for (const char *name : {"prefill_causal", "decode_gqa", "prefill_windowed", "prefill_alibi", "decode_alibi"})
         for (const FusedVariant &v : {FusedVariant{false, 128, 1}, FusedVariant{true, 64, 7}})
             run(*find_operator(name), {1, 8191, 64, DType::F16, InputStyle::RisingScores}, v);
 }

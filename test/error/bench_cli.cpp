@@ -55,14 +55,14 @@ TEST_CASE("bench cli: every subcommand has --help, and a missing subcommand is a
     CHECK(run_bench("").status != 0);
 }
 
-TEST_CASE("bench cli: list names every operator; profile says that no GPU backend exists yet") {
+TEST_CASE("bench cli: list names every operator; profile without a GPU says so and exits 3") {
     const Outcome l = run_bench("list");
     CHECK(l.status == 0);
     for (const char *n : {"prefill_windowed", "decode_softcap", "layernorm_matmul", "performer"})
         CHECK(l.output.find(n) != std::string::npos);
     const Outcome p = run_bench("profile prefill_global 1,8192");
     CHECK(p.status == 3);
-    CHECK(p.output.find("no GPU backend") != std::string::npos);
+    CHECK(p.output.find("no CUDA device") != std::string::npos);
 }
 
 TEST_CASE("bench cli: check runs the CPU path and reports max and RMS errors") {

@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""Attention baselines (PyTorch SDPA backends, FlexAttention) on the inputs Neptune's kernels used.
+
+`neptune_bench profile` runs this on the GPU machine as a subprocess:
+
+  python3 baselines.py --op OP --batch B --seq S --inputs DIR [--outputs DIR] [--json FILE]
+                       [--repeat N] [--impl sdpa_flash,sdpa_cudnn,sdpa_efficient,flex]
+  python3 baselines.py --op OP --batch B --seq S --self-test   [--json FILE] [--repeat N] [--impl ...]
+
+--inputs DIR   raw little-endian files: q.bin (fp16 [B,Hq,Sq,D]), k.bin and v.bin (fp16 [B,Hkv,Skv,D]),
+               slopes.bin (fp32 [Hq], ALiBi only) and meta.json: {"op", "batch", "seq", "q_heads",
+               "kv_heads", "seq_q", "seq_kv", "head_dim", "mask": "none|causal|window", "window",
+               "mod": "none|alibi|softcap", "softcap", "scale", "decode": bool}.
+--outputs DIR  optional: neptune_out.bin (fp16 [B,Hq,Sq,D]) and reference_rows.json {"rows": [flat
+               row index (b*Hq + h)*Sq + i], "values": [[D fp64 values] per row]}. Each baseline's
+               output is then checked: max abs and RMS error on the reference rows, and the max abs
+               difference from Neptune's output over the whole tensor (the cross-check).
+--self-test    make random inputs for --op/--batch/--seq in a temporary directory, an fp64 reference
+               for a few rows, and an unfused fp32 torch output standing in for Neptune's; run all.
+
+Semantics (OPERATORS.md 1): s = scale*q.k, then softcap cap*tanh(s/cap), then ALiBi s + slope_h*(kv-p)
+with p = Skv - Sq + i (bottom-right aligned), then causal kv <= p or window p-W < kv <= p; query head
+h reads KV head h // (Hq/Hkv). A causal mask with Sq = 1 is vacuous and is not passed (SDPA's
+is_causal is top-left aligned). SDPA runs only without softcap/ALiBi/window.
+
+Method (OPERATORS.md 7): every implementation's output is checked before timing; warm-up (compile,
+autotune) is untimed; before every timed call a 256 MB buffer is written to flush L2, and CUDA
+events are recorded after the flush, around the call alone; implementations are interleaved per
+repeat (rotating order); the median of N repeats is reported with min and max. FlexAttention's block
+mask is built once, untimed. Units: prefill TFLOP/s with FLOPs 4*B*Hq*Sq*Skv*D, halved for causal,
+2*B*Hq*Sq*min(Skv,W)*D for window; decode TB/s of K plus V bytes.
+
+Output: a table on stdout, one row per implementation; with --json FILE also {"op", "batch", "seq",
+"unit", "device", "torch", "triton", "cuda", "cudnn", "driver", "sm_clock_mhz": {"before", "after",
+"max"}, "date", "repeat", "flush_bytes", "work", "self_test", "results": [{"impl", "median_ms",
+"min_ms", "max_ms", "throughput", "ref_max_abs", "ref_rms", "max_abs_vs_neptune", "supported",
+"reason", "nonfinite"}]}; a figure not measured, or not finite, is null.
+
+Exit status: 0 done (some baselines may be unsupported), 1 bad inputs or a failed self-test (a supported
+baseline off the fp64 reference or the stand-in by more than 1e-2, or FlexAttention uncompiled),
+2 no torch or no CUDA device (and, as argparse does, a bad command line).
+"""
+import argparse, datetime, json, math, os, statistics, subprocess, sys, tempfile, warnings
+
+IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
+OPS = {  # for --self-test: q heads, kv heads, mask, modifier, decode (neptune_bench list has the same)
+    "prefill_global": (32, 32, "none", "none", False), "prefill_causal": (32, 32, "causal", "none", False),
+    "prefill_alibi": (32, 32, "causal", "alibi", False), "prefill_gqa": (64, 8, "causal", "none", False),
+    "prefill_softcap": (32, 16, "causal", "softcap", False),
+    "prefill_windowed": (32, 8, "window", "softcap", False), "decode_causal": (32, 32, "causal", "none", True),
+    "decode_alibi": (32, 32, "causal", "alibi", True), "decode_gqa": (64, 8, "causal", "none", True),
+    "decode_softcap": (32, 16, "causal", "softcap", True)}
+FLUSH_BYTES, WARMUP, SELF_TEST_TOL = 256 << 20, 5, 1e-2
+
+
+class InputError(Exception):
+    pass
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--op", required=True, help="operator name (neptune_bench list)")
+    ap.add_argument("--batch", type=int, required=True, help="batch B")
+    ap.add_argument("--seq", type=int, required=True, help="sequence S (Skv; Sq too for prefill)")
+    ap.add_argument("--inputs", metavar="DIR", help="q.bin, k.bin, v.bin, [slopes.bin], meta.json")
+    ap.add_argument("--outputs", metavar="DIR", help="neptune_out.bin and reference_rows.json")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--repeat", type=int, default=50, help="timed repeats per implementation (default 50)")
+    ap.add_argument("--impl", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS))
+    ap.add_argument("--self-test", action="store_true", help="generate inputs and references, then run")
+    a = ap.parse_args(argv)
+    a.impl = [s for s in a.impl.split(",") if s]
+    bad = [s for s in a.impl if s not in IMPLS]
+    if bad or not a.impl:
+        ap.error(f"--impl: unknown {bad}; choose from {','.join(IMPLS)}")
+    if a.repeat < 1:
+        ap.error("--repeat must be positive")
+    if not a.self_test and not a.inputs:
+        ap.error("--inputs DIR is required (or --self-test)")
+    if a.self_test and a.op not in OPS:
+        ap.error(f"--self-test knows {', '.join(OPS)}")
+    return a
+
+
+def read_raw(torch, path, dtype, shape):
+    n = math.prod(shape)
+    size = torch.tensor([], dtype=dtype).element_size() * n
+    if not os.path.isfile(path) or os.path.getsize(path) != size:
+        raise InputError(f"{path}: expected {size} bytes ({dtype} {list(shape)})")
+    return torch.from_file(path, shared=False, size=n, dtype=dtype).reshape(shape).cuda()
+
+
+def load_case(torch, a):
+    try:
+        with open(os.path.join(a.inputs, "meta.json")) as f:
+            m = json.load(f)
+        B, hq, hkv, sq, skv, d = (int(m[k]) for k in ("batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
+        if (m["op"], B, int(m["seq"])) != (a.op, a.batch, a.seq):
+            raise InputError(f"meta.json is for {m['op']} {B},{m['seq']}, not {a.op} {a.batch},{a.seq}")
+        if m["mask"] not in ("none", "causal", "window") or m["mod"] not in ("none", "alibi", "softcap"):
+            raise InputError(f"meta.json: mask {m['mask']!r} or mod {m['mod']!r} unknown")
+        if hq % hkv:
+            raise InputError(f"q_heads {hq} is not a multiple of kv_heads {hkv}")
+        m.update(B=B, hq=hq, hkv=hkv, sq=sq, skv=skv, d=d, scale=float(m["scale"]), W=int(m.get("window") or 0),
+                 cap=float(m.get("softcap") or 0), decode=bool(m["decode"]))
+        if (m["mask"] == "window" and m["W"] < 1) or (m["mod"] == "softcap" and m["cap"] <= 0):
+            raise InputError("meta.json: a window mask needs window >= 1, softcap needs softcap > 0")
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        raise InputError(f"{a.inputs}/meta.json: {e!r}")
+    rd = lambda name, dt, shape, base=a.inputs: read_raw(torch, os.path.join(base, name), dt, shape)
+    c = {"meta": m, "q": rd("q.bin", torch.float16, (B, hq, sq, d)), "k": rd("k.bin", torch.float16, (B, hkv, skv, d)),
+         "v": rd("v.bin", torch.float16, (B, hkv, skv, d)), "neptune": None, "ref": None,
+         "slopes": rd("slopes.bin", torch.float32, (hq,)) if m["mod"] == "alibi" else None}
+    if a.outputs:
+        c["neptune"] = rd("neptune_out.bin", torch.float16, (B, hq, sq, d), a.outputs)
+        with open(os.path.join(a.outputs, "reference_rows.json")) as f:
+            r = json.load(f)
+        rows, vals = r["rows"], r["values"]
+        if len(rows) != len(vals) or any(not 0 <= x < B * hq * sq for x in rows) or any(len(x) != d for x in vals):
+            raise InputError(f"{a.outputs}/reference_rows.json: rows out of [0, {B * hq * sq}) or values not [rows][{d}]")
+        c["ref"] = (torch.tensor(rows, dtype=torch.long, device="cuda"),
+                    torch.tensor(vals, dtype=torch.float64, device="cuda").reshape(-1, d))
+    return c
+
+
+def work(m):
+    """(unit, FLOPs or bytes) by OPERATORS.md 4."""
+    if m["decode"]:
+        return "TB/s", 2.0 * m["B"] * m["hkv"] * m["skv"] * m["d"] * 2
+    if m["mask"] == "window":
+        return "TFLOP/s", 2.0 * m["B"] * m["hq"] * m["sq"] * min(m["skv"], m["W"]) * m["d"]
+    return "TFLOP/s", 4.0 * m["B"] * m["hq"] * m["sq"] * m["skv"] * m["d"] * (0.5 if m["mask"] == "causal" else 1)
+
+
+def attend_rows(torch, q, k, v, pos, slope, m, dt):
+    """Unfused attention of query rows q [n,D] at absolute positions pos [n] over k, v [Skv,D] in dt."""
+    s = (q.to(dt) @ k.to(dt).T) * m["scale"]
+    if m["mod"] == "softcap":
+        s = m["cap"] * torch.tanh(s / m["cap"])
+    rel = torch.arange(k.shape[0], device=q.device)[None, :] - pos[:, None]  # kv - p
+    if m["mod"] == "alibi":
+        s = s + float(slope) * rel.to(dt)
+    if m["mask"] != "none":
+        keep = (rel <= 0) & (rel > -m["W"]) if m["mask"] == "window" else rel <= 0
+        s = s.masked_fill(~keep, float("-inf"))
+    mx = s.amax(-1, keepdim=True)
+    p = torch.exp(s - torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx)))
+    l = p.sum(-1, keepdim=True)
+    return torch.where(l > 0, (p @ v.to(dt)) / l.clamp_min(1e-300), torch.zeros((), dtype=dt, device=q.device))
+
+
+def sdpa_impl(torch, c, name):
+    """A callable pinned to one SDPA backend, or a string saying why there is none."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    m = c["meta"]
+    if m["mod"] != "none" or m["mask"] == "window":
+        return "SDPA has no softcap/ALiBi/window without a materialised bias"
+    causal = m["mask"] == "causal" and m["sq"] > 1  # with Sq = 1 the query is the last position: vacuous
+    if causal and m["sq"] != m["skv"]:
+        return "SDPA's is_causal is top-left aligned and Sq != Skv"
+    backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+    kw = {"is_causal": causal, "scale": m["scale"]}
+    if m["hq"] != m["hkv"]:
+        kw["enable_gqa"] = True
+    q, k, v = c["q"], c["k"], c["v"]
+
+    def run():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
+    return run
+
+
+def flex_impl(torch, c):
+    from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    cfg = torch._dynamo.config  # one shape per process, but allow recompiles and fail loudly past them
+    for lim in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(cfg, lim):
+            setattr(cfg, lim, max(int(getattr(cfg, lim)), 256))
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        cfg.suppress_errors, cfg.fail_on_recompile_limit_hit = False, True
+    m, slopes = c["meta"], c["slopes"]
+    off, cap, mask, W = m["skv"] - m["sq"], m["cap"], m["mask"], m["W"]
+
+    def score_mod(score, b, h, qi, ki):
+        if m["mod"] == "softcap":
+            score = cap * torch.tanh(score / cap)
+        if m["mod"] == "alibi":
+            score = score + slopes[h] * (ki - qi - off)
+        return score
+
+    def mask_mod(b, h, qi, ki):
+        keep = ki <= qi + off
+        return keep & (ki > qi + off - W) if mask == "window" else keep
+
+    needed = (mask == "causal" and m["sq"] > 1) or (mask == "window" and (m["sq"] > 1 or m["skv"] > W))
+    bm = create_block_mask(mask_mod, None, None, m["sq"], m["skv"], device="cuda") if needed else None
+    fn = torch.compile(flex_attention, dynamic=False)
+    kw = {"score_mod": score_mod if m["mod"] != "none" else None, "block_mask": bm, "scale": m["scale"]}
+    if m["hq"] != m["hkv"]:
+        kw["enable_gqa"] = True
+    q, k, v = c["q"], c["k"], c["v"]
+    return lambda: fn(q, k, v, **kw)
+
+
+def finite(x):
+    return x if x is not None and math.isfinite(x) else None
+
+
+def check(torch, out, c):
+    r = {"ref_max_abs": None, "ref_rms": None, "max_abs_vs_neptune": None,
+         "nonfinite": int((~torch.isfinite(out)).sum().item())}
+    if c["ref"] is not None:
+        rows, vals = c["ref"]
+        diff = out.reshape(-1, out.shape[-1]).index_select(0, rows).double() - vals
+        r["ref_max_abs"] = finite(diff.abs().max().item())
+        r["ref_rms"] = finite(diff.square().mean().sqrt().item())
+    if c["neptune"] is not None:
+        a, b, step = out.reshape(-1), c["neptune"].reshape(-1), 1 << 27
+        maxes = [(a[i:i + step].float() - b[i:i + step].float()).abs().max() for i in range(0, a.numel(), step)]
+        r["max_abs_vs_neptune"] = finite(torch.stack(maxes).max().item())
+    return r
+
+
+def smi(fields):
+    try:
+        p = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+        return [s.strip() for s in p.stdout.splitlines()[0].split(",")] if p.returncode == 0 else None
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def sm_clock(torch):
+    got = smi("clocks.sm")
+    if got:
+        return got[0]
+    try:
+        return str(torch.cuda.clock_rate())
+    except Exception:
+        return None
+
+
+def time_all(torch, fns, repeat):
+    """Per implementation: milliseconds of each timed call; order rotates per repeat, flush outside events."""
+    flush, names, ev = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), list(fns), []
+    for r in range(repeat):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fns[name]()
+            e.record()
+            ev.append((name, s, e))
+    torch.cuda.synchronize()
+    ms = {n: [] for n in names}
+    for name, s, e in ev:
+        ms[name].append(s.elapsed_time(e))
+    return ms
+
+
+def make_self_test(torch, a, root):
+    """Random inputs, an fp64 reference on sampled rows and an unfused fp32 stand-in for Neptune's output."""
+    import numpy as np
+    hq, hkv, mask, mod, decode = OPS[a.op]
+    B, S, d = a.batch, a.seq, 128
+    sq = 1 if decode else S
+    m = {"op": a.op, "batch": B, "seq": S, "q_heads": hq, "kv_heads": hkv, "seq_q": sq, "seq_kv": S, "head_dim": d,
+         "mask": mask, "window": 4096, "mod": mod, "softcap": 50.0, "scale": 1 / math.sqrt(d), "decode": decode}
+    g = torch.Generator(device="cuda").manual_seed(20261129)
+    t = {n: torch.randn(B, h, s, d, generator=g, device="cuda").half()
+         for n, h, s in (("q", hq, sq), ("k", hkv, S), ("v", hkv, S))}
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda")
+    for n, x in list(t.items()) + [("slopes", slopes)]:
+        x.cpu().numpy().tofile(os.path.join(root, n + ".bin"))
+    with open(os.path.join(root, "meta.json"), "w") as f:
+        json.dump(m, f)
+    mm = dict(m, W=4096, cap=50.0)
+    pos = lambda i: torch.as_tensor(i, device="cuda").reshape(-1) + (S - sq)
+    total = B * hq * sq
+    rows = sorted({min(total - 1, round(j * (total - 1) / 23)) for j in range(24)})
+    vals = []
+    for r in rows:
+        b, h, i = r // (hq * sq), (r // sq) % hq, r % sq
+        kv = h // (hq // hkv)
+        vals.append(attend_rows(torch, t["q"][b, h, i][None], t["k"][b, kv], t["v"][b, kv], pos(i), slopes[h], mm,
+                                torch.float64)[0].tolist())
+    with open(os.path.join(root, "reference_rows.json"), "w") as f:
+        json.dump({"rows": rows, "values": vals}, f)
+    out = torch.empty_like(t["q"])
+    for b in range(B):
+        for h in range(hq):
+            kv = h // (hq // hkv)
+            for i in range(0, sq, 4096):
+                qs = t["q"][b, h, i:i + 4096]
+                out[b, h, i:i + 4096] = attend_rows(torch, qs, t["k"][b, kv], t["v"][b, kv],
+                                                    pos(torch.arange(i, i + qs.shape[0])), slopes[h], mm, torch.float32)
+    out.cpu().numpy().tofile(os.path.join(root, "neptune_out.bin"))
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        import torch
+    except ImportError as e:
+        print(f"baselines.py: torch is not available ({e}); it needs PyTorch with CUDA", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print(f"baselines.py: no CUDA device (torch {torch.__version__}); the baselines need a GPU", file=sys.stderr)
+        return 2
+    tmp = None
+    try:
+        if a.self_test:
+            tmp = tempfile.TemporaryDirectory(prefix="neptune_baselines_")
+            make_self_test(torch, a, tmp.name)
+            a.inputs = a.outputs = tmp.name
+            print(f"self-test: inputs, fp64 reference rows and an unfused fp32 stand-in for Neptune in {tmp.name}")
+        c = load_case(torch, a)
+    except (InputError, OSError, KeyError, ValueError, TypeError, ImportError) as e:
+        print(f"baselines.py: bad inputs: {e!s}", file=sys.stderr)
+        return 1
+    m = c["meta"]
+    unit, amount = work(m)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:
+        triton_version = None
+    try:
+        cudnn_version = torch.backends.cudnn.version()
+    except Exception:
+        cudnn_version = None
+    gpu = smi("driver_version,clocks.max.sm") or [None, None]
+    fns, results = {}, {}
+    for name in a.impl:
+        res = results[name] = {"impl": name, "median_ms": None, "min_ms": None, "max_ms": None, "throughput": None,
+                               "ref_max_abs": None, "ref_rms": None, "max_abs_vs_neptune": None,
+                               "supported": False, "reason": ""}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fn = flex_impl(torch, c) if name == "flex" else sdpa_impl(torch, c, name)
+                if isinstance(fn, str):
+                    res["reason"] = fn
+                    continue
+                res.update(check(torch, fn(), c))  # the first call compiles; its output is checked
+                for _ in range(WARMUP):
+                    fn()
+                torch.cuda.synchronize()
+                fns[name], res["supported"] = fn, True
+            except Exception as e:
+                lines = (str(e) or type(e).__name__).strip().splitlines() or [type(e).__name__]
+                hint = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
+                res["reason"] = lines[0][:200] + (f" ({hint[0][:200]})" if hint else "")
+                continue
+        if name == "flex" and any("without torch.compile" in str(w.message) for w in caught):
+            res["reason"] = "WARNING: FlexAttention ran uncompiled (unfused fallback); its time is not representative"
+            print(f"baselines.py: {res['reason']}", file=sys.stderr)
+    clock_before = sm_clock(torch)
+    if fns:
+        for name, ms in time_all(torch, fns, a.repeat).items():
+            med = statistics.median(ms)
+            results[name].update(median_ms=med, min_ms=min(ms), max_ms=max(ms), throughput=amount / (med * 1e-3) / 1e12)
+    clock_after = sm_clock(torch)
+    device = torch.cuda.get_device_name()
+    print(f"{a.op} B={a.batch} S={a.seq} (Hq {m['hq']}, Hkv {m['hkv']}, Sq {m['sq']}, Skv {m['skv']}, D {m['d']}, "
+          f"mask {m['mask']}, mod {m['mod']}) on {device}, driver {gpu[0]}, torch {torch.__version__}, "
+          f"triton {triton_version}")
+    print(f"median of {a.repeat} interleaved repeats, L2 flushed ({FLUSH_BYTES >> 20} MB) before each; "
+          f"SM clock {clock_before} -> {clock_after} MHz (max {gpu[1]})")
+    print(f"{'impl':<15}{'median ms':>10}{'min ms':>9}{'max ms':>9}{unit:>9}{'ref max|err|':>13}{'ref rms':>10}"
+          f"{'max|d| vs neptune':>18}  note")
+    for r in results.values():
+        if not r["supported"]:
+            print(f"{r['impl']:<15}unsupported: {r['reason']}")
+            continue
+        note = r["reason"] + (f" {r['nonfinite']} non-finite outputs" if r.get("nonfinite") else "")
+        print(f"{r['impl']:<15}{fmt(r['median_ms'], '10.4f')}{fmt(r['min_ms'], '9.4f')}{fmt(r['max_ms'], '9.4f')}"
+              f"{fmt(r['throughput'], '9.2f')}{fmt(r['ref_max_abs'], '13.2e')}{fmt(r['ref_rms'], '10.2e')}"
+              f"{fmt(r['max_abs_vs_neptune'], '18.2e')}  {note}")
+    doc = {"op": a.op, "batch": a.batch, "seq": a.seq, "unit": unit, "device": device, "torch": torch.__version__,
+           "triton": triton_version, "cuda": torch.version.cuda, "cudnn": cudnn_version,
+           "driver": gpu[0], "sm_clock_mhz": {"before": clock_before, "after": clock_after, "max": gpu[1]},
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "repeat": a.repeat, "flush_bytes": FLUSH_BYTES, "work": amount, "self_test": a.self_test,
+           "results": list(results.values())}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    if tmp is not None:
+        tmp.cleanup()
+        ok = [r for r in results.values() if r["supported"]]
+        bad = [r["impl"] for r in ok if r["nonfinite"] or r["reason"].startswith("WARNING") or any(
+            r[k] is None or r[k] > SELF_TEST_TOL for k in ("ref_max_abs", "max_abs_vs_neptune"))]
+        print(f"self-test {'FAILED' if bad or not ok else 'passed'}: {len(ok)} baselines ran"
+              + (f", out of tolerance {SELF_TEST_TOL:g} or not compiled: {', '.join(bad)}" if bad else ""))
+        return 1 if bad or not ok else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

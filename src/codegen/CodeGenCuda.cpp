@@ -1,0 +1,415 @@
+#include "codegen/CodeGenCuda.h"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "lower/PlanSharedMemory.h"
+#include "neptune/Error.h"
+
+namespace neptune::internal {
+
+namespace HI = Halide::Internal;
+using Halide::Expr;
+using namespace tir;
+
+namespace {
+
+std::string ident(const std::string &n) {
+    std::string s = n;
+    for (char &c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    return s;
+}
+
+const char *elem_type(DType t) {
+    switch (t) {
+    case DType::F16: return "nd::f16";
+    case DType::BF16: return "nd::bf16";
+    case DType::F32: return "float";
+    case DType::I32: return "int";
+    }
+    return "?";
+}
+
+std::string float_literal(double v) {
+    if (std::isinf(v)) return v < 0 ? "nd::neg_inf()" : "(-nd::neg_inf())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9gf", v);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s.insert(s.size() - 1, ".0");
+    return s;
+}
+
+// How a Variable reads inside an elementwise map.
+enum class Context { Scalar, Tile, Row };
+
+class ExprPrinter {
+public:
+    ExprPrinter(const Kernel &k, Context c) : k_(k), ctx_(c) {}
+
+    std::string print(const Expr &e) const {
+        if (const auto *i = e.as<HI::IntImm>()) return std::to_string(i->value);
+        if (const auto *u = e.as<HI::UIntImm>()) return std::to_string(u->value);
+        if (const auto *f = e.as<HI::FloatImm>()) return float_literal(f->value);
+        if (const auto *v = e.as<HI::Variable>()) return variable(v->name);
+        if (const auto *c = e.as<HI::Cast>()) {
+            if (c->type.is_float()) return "((float)(" + print(c->value) + "))";
+            if (c->type.is_bool()) return "((bool)(" + print(c->value) + "))";
+            return "((int)(" + print(c->value) + "))";
+        }
+        if (const auto *op = e.as<HI::Add>()) return bin(op->a, "+", op->b);
+        if (const auto *op = e.as<HI::Sub>()) return bin(op->a, "-", op->b);
+        if (const auto *op = e.as<HI::Mul>()) return bin(op->a, "*", op->b);
+        if (const auto *op = e.as<HI::Div>()) {
+            // Halide's integer division floors; the emitter's integer operands are non-negative.
+            return bin(op->a, "/", op->b);
+        }
+        if (const auto *op = e.as<HI::Mod>()) return bin(op->a, "%", op->b);
+        if (const auto *op = e.as<HI::Min>())
+            return (op->type.is_float() ? "fminf(" : "min(") + print(op->a) + ", " + print(op->b) + ")";
+        if (const auto *op = e.as<HI::Max>())
+            return (op->type.is_float() ? "fmaxf(" : "max(") + print(op->a) + ", " + print(op->b) + ")";
+        if (const auto *op = e.as<HI::EQ>()) return bin(op->a, "==", op->b);
+        if (const auto *op = e.as<HI::NE>()) return bin(op->a, "!=", op->b);
+        if (const auto *op = e.as<HI::LT>()) return bin(op->a, "<", op->b);
+        if (const auto *op = e.as<HI::LE>()) return bin(op->a, "<=", op->b);
+        if (const auto *op = e.as<HI::GT>()) return bin(op->a, ">", op->b);
+        if (const auto *op = e.as<HI::GE>()) return bin(op->a, ">=", op->b);
+        if (const auto *op = e.as<HI::And>()) return bin(op->a, "&&", op->b);
+        if (const auto *op = e.as<HI::Or>()) return bin(op->a, "||", op->b);
+        if (const auto *op = e.as<HI::Not>()) return "(!" + print(op->a) + ")";
+        if (const auto *op = e.as<HI::Select>())
+            return "(" + print(op->condition) + " ? " + print(op->true_value) + " : " + print(op->false_value) + ")";
+        if (const auto *c = e.as<HI::Call>()) return call(c);
+        std::ostringstream os;
+        os << e;
+        throw InternalError("emit_cuda: cannot print " + os.str());
+    }
+
+private:
+    std::string bin(const Expr &a, const char *op, const Expr &b) const {
+        return "(" + print(a) + " " + op + " " + print(b) + ")";
+    }
+
+    std::string call(const HI::Call *c) const {
+        if (c->call_type == HI::Call::Image) {
+            if (c->args.size() != 1) throw InternalError("emit_cuda: only 1-D tensors are read inside maps");
+            return ident(c->name) + "[" + print(c->args[0]) + "]";
+        }
+        const std::string a = c->args.empty() ? "" : print(c->args[0]);
+        if (c->name == "exp_f32") return "nd::fast_exp2((" + a + ") * 1.44269504f)";  // exp(x) = 2^(x log2 e)
+        if (c->name == "fast_exp2") return "nd::fast_exp2(" + a + ")";
+        if (c->name == "log_f32") return "logf(" + a + ")";
+        if (c->name == "tanh_f32") return "tanhf(" + a + ")";
+        if (c->name == "sqrt_f32") return "sqrtf(" + a + ")";
+        if (c->name == "abs" || c->name == "abs_f32") return "fabsf(" + a + ")";
+        if (c->name == "pow_f32") return "powf(" + a + ", " + print(c->args[1]) + ")";
+        throw InternalError("emit_cuda: no CUDA form for the call " + c->name);
+    }
+
+    std::string variable(const std::string &n) const {
+        if (n == "row" || n == "col") return n;
+        auto it = k_.values.find(n);
+        if (it != k_.values.end()) {
+            const TileType &t = it->second;
+            if (t.layout == Layout::RowVector) return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
+            return ident(n) + ".v[mt][nt][e]";
+        }
+        return ident(n);
+    }
+
+    const Kernel &k_;
+    Context ctx_;
+};
+
+class Emitter {
+public:
+    explicit Emitter(const Kernel &k) : k_(k), layout_(shared_layout(k)) {}
+
+    std::string emit() {
+        const int threads = 32 * k_.warps;
+        out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads;
+        if (k_.min_blocks_per_sm > 0) out_ << ", " << k_.min_blocks_per_sm;
+        out_ << ") " << k_.name << "(";
+        bool first = true;
+        for (const TensorParam &t : k_.tensors) {
+            out_ << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "
+                 << ident(t.name);
+            first = false;
+        }
+        for (const std::string &p : k_.int_params) out_ << ", int " << ident(p);
+        out_ << ") {\n";
+        line("constexpr int THREADS = " + std::to_string(threads) + ";");
+        line("extern __shared__ __align__(16) unsigned char smem[];");
+        line("const int warp = nd::warp_id();");
+        line("const int block_x = blockIdx.x, block_y = blockIdx.y, block_z = blockIdx.z;");
+        line("const int grid_x = gridDim.x;");
+        line("(void)warp; (void)block_x; (void)block_y; (void)block_z; (void)grid_x;");
+        ExprPrinter sp(k_, Context::Scalar);
+        for (const ScalarDef &s : k_.scalars) line("const int " + ident(s.name) + " = " + sp.print(s.value) + ";");
+        declare_values();
+        for (const Stmt &s : k_.body) stmt(s, nullptr);
+        out_ << "}\n";
+        return out_.str();
+    }
+
+private:
+    void line(const std::string &s) { out_ << std::string(size_t(indent_ * 4), ' ') << s << "\n"; }
+
+    std::string tile_type(const TileType &t) const {
+        switch (t.layout) {
+        case Layout::SharedRowMajor:
+            return "nd::smem_tile<" + std::string(elem_type(t.elem)) + ", " + std::to_string(t.rows) + ", " +
+                   std::to_string(t.cols) + ">";
+        case Layout::MmaAccumulator:
+            return "nd::acc_tile<" + std::to_string(t.rows / 16 / k_.warps) + ", " + std::to_string(t.cols / 8) + ">";
+        case Layout::MmaOperandA:
+            return "nd::a_tile<" + std::string(elem_type(t.elem)) + ", " + std::to_string(t.rows / 16 / k_.warps) +
+                   ", " + std::to_string(t.cols / 16) + ">";
+        case Layout::RowVector: return "nd::row_vec<" + std::to_string(t.rows / 16 / k_.warps) + ">";
+        default: throw InternalError("emit_cuda: value without a layout");
+        }
+    }
+
+    void declare_values() {
+        for (const auto &[name, t] : k_.values) {
+            if (t.scope == Scope::Shared) {
+                // A function of the buffer index: an array of tiles indexed at run time would live in local memory.
+                const int bytes = shared_tile_bytes(t);
+                line("const auto " + ident(name) + "_buf = [&](int stage) { return " + tile_type(t) +
+                     "{reinterpret_cast<" + elem_type(t.elem) + " *>(smem + " + std::to_string(layout_.offset.at(name)) +
+                     " + stage * " + std::to_string(bytes) + ")}; };");
+            } else {
+                line(tile_type(t) + " " + ident(name) + ";");
+            }
+        }
+    }
+
+    std::string ptr(const std::string &tensor, const Expr &base) const {
+        return "(" + ident(tensor) + " + (long long)(" + ExprPrinter(k_, Context::Scalar).print(base) + "))";
+    }
+
+    std::string scalar(const Expr &e) const { return ExprPrinter(k_, Context::Scalar).print(e); }
+
+    const TensorParam &tensor(const std::string &n) const {
+        for (const TensorParam &t : k_.tensors)
+            if (t.name == n) return t;
+        throw InternalError("emit_cuda: no tensor " + n);
+    }
+
+    // A shared load; `at` rebinds the loop variable (the prologue's first iteration, the next iteration).
+    void shared_load(const Node &n, const std::string &buf, bool async, const std::string &var = "",
+                     const Expr &at = Expr()) {
+        auto f = [&](const Expr &e) { return at.defined() ? HI::substitute(var, at, e) : e; };
+        line(std::string("nd::") + (async ? "load_tile_async" : "load_tile_sync") + "<THREADS>(" + buf + ", " +
+             ptr(n.tensor, f(n.base)) + ", " + scalar(f(n.row_stride)) + ", max(0, " + scalar(f(n.valid_rows)) + "), " +
+             scalar(f(n.valid_cols)) + ");");
+    }
+
+    void element_loop(const std::string &body) {
+        line("#pragma unroll");
+        line("for (int mt = 0; mt < " + std::to_string(1) + "; ++mt) {");
+        indent_++;
+        line("#pragma unroll");
+        line("for (int nt = 0; nt < NT_; ++nt) {");
+        indent_++;
+        line("#pragma unroll");
+        line("for (int e = 0; e < 4; ++e) {");
+        indent_++;
+        line("const int row = 16 * warp + nd::frag_row(mt, e), col = nd::frag_col(nt, e);");
+        line("(void)row; (void)col;");
+        line(body);
+        indent_--;
+        line("}");
+        indent_--;
+        line("}");
+        indent_--;
+        line("}");
+    }
+
+    void row_loop(const std::string &body) {
+        line("#pragma unroll");
+        line("for (int mt = 0; mt < 1; ++mt) {");
+        indent_++;
+        line("#pragma unroll");
+        line("for (int hh = 0; hh < 2; ++hh) {");
+        indent_++;
+        line("const int row = 16 * warp + nd::frag_row(mt, 2 * hh);");
+        line("(void)row;");
+        line(body);
+        indent_--;
+        line("}");
+        indent_--;
+        line("}");
+    }
+
+    // The loop being emitted, for pipelined loads.
+    struct LoopCtx {
+        const Node *loop;
+        int pipelined = 0;
+    };
+
+    std::string current_buf(const std::string &tile, const LoopCtx *lc) const {
+        const bool piped = layout_.buffers.count(tile) && layout_.buffers.at(tile) > 1;
+        return ident(tile) + "_buf(" + (piped && lc ? "stage_" + ident(lc->loop->var) : "0") + ")";
+    }
+
+    void stmt(const Stmt &s, const LoopCtx *lc) {
+        const Node &n = *s;
+        if (!n.note.empty()) line("// " + n.note);
+        switch (n.kind) {
+        case NodeKind::TileLoad: {
+            const TileType &t = k_.values.at(n.dst);
+            if (t.scope == Scope::Register) {  // f32 partials of split-K into accumulator registers
+                const int nt = t.cols / 8;
+                line("{");
+                indent_++;
+                line("constexpr int NT_ = " + std::to_string(nt) + ";");
+                line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
+                element_loop(ident(n.dst) + ".v[mt][nt][e] = (row < " + scalar(n.valid_rows) + " && col < " +
+                             scalar(n.valid_cols) + ") ? src_[(long long)row * " + scalar(n.row_stride) +
+                             " + col] : 0.0f;");
+                indent_--;
+                line("}");
+                break;
+            }
+            if (n.copy == CopyKind::CpAsync && lc) {
+                // This iteration's copy has landed (one group per pipelined load stays in flight) and every
+                // thread is past the reads of the other buffer: issue the next iteration's copy into it.
+                const std::string j = ident(lc->loop->var);
+                line("nd::cp_async_wait<" + std::to_string(lc->pipelined - 1) + ">();");
+                line("nd::barrier();");
+                line("if (" + j + " + 1 < " + j + "_end) {");
+                indent_++;
+                shared_load(n, ident(n.dst) + "_buf(stage_" + j + " ^ 1)", true, lc->loop->var,
+                            HI::Variable::make(Halide::Int(32), lc->loop->var) + 1);
+                indent_--;
+                line("}");
+                line("nd::cp_async_commit();");
+            } else {
+                shared_load(n, current_buf(n.dst, lc), false);
+            }
+            break;
+        }
+        case NodeKind::TileStore: {
+            const TensorParam &t = tensor(n.tensor);
+            line(std::string(t.elem == DType::F32 ? "nd::store_acc_f32(" : "nd::store_acc(") + ptr(n.tensor, n.base) +
+                 ", " + scalar(n.row_stride) + ", " + ident(n.src) + ", 16 * warp, " + scalar(n.valid_rows) + ", " +
+                 scalar(n.valid_cols) + ");");
+            break;
+        }
+        case NodeKind::RowStore:
+            line("nd::store_rows(" + ptr(n.tensor, n.base) + ", " + ident(n.src) + ", 16 * warp, " +
+                 scalar(n.valid_rows) + ");");
+            break;
+        case NodeKind::RowLoad:
+            line("{");
+            indent_++;
+            line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
+            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? src_[(long long)row * " +
+                     scalar(n.row_stride) + "] : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
+            indent_--;
+            line("}");
+            break;
+        case NodeKind::Fill:
+            line("nd::fill(" + ident(n.dst) + ", " + scalar(n.value) + ");");
+            break;
+        case NodeKind::TileMap: {
+            const TileType &t = k_.values.at(n.dst);
+            line("{");
+            indent_++;
+            line("constexpr int NT_ = " + std::to_string(t.cols / 8) + ";");
+            element_loop(ident(n.dst) + ".v[mt][nt][e] = " + ExprPrinter(k_, Context::Tile).print(n.value) + ";");
+            indent_--;
+            line("}");
+            break;
+        }
+        case NodeKind::RowMap:
+            row_loop(ident(n.dst) + ".v[mt][hh] = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
+            break;
+        case NodeKind::TileReduce:
+            line(std::string(n.op == ReduceOp::Max ? "nd::row_max(" : "nd::row_sum(") + ident(n.dst) + ", " +
+                 ident(n.src) + ");");
+            break;
+        case NodeKind::TileDot:
+            if (n.transpose_b) {
+                line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0);");
+            } else {
+                line("nd::mma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0, 0);");
+            }
+            break;
+        case NodeKind::Convert: {
+            const TileType &src = k_.values.at(n.src);
+            if (src.scope == Scope::Shared) {
+                line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", 16 * warp);");
+            } else {
+                line("nd::acc_to_a(" + ident(n.dst) + ", " + ident(n.src) + ");");
+            }
+            break;
+        }
+        case NodeKind::CarriedLoop: loop(n); break;
+        case NodeKind::IfThen:
+            line("if (" + scalar(n.cond) + ") {");
+            indent_++;
+            for (const Stmt &b : n.body) stmt(b, lc);
+            indent_--;
+            line("}");
+            break;
+        case NodeKind::Barrier: line("nd::barrier();"); break;
+        }
+    }
+
+    void loop(const Node &n) {
+        const std::string j = ident(n.var);
+        line("{");
+        indent_++;
+        line("const int " + j + "_begin = " + scalar(n.begin) + ", " + j + "_end = " + scalar(n.end) + ";");
+        LoopCtx lc{&n, 0};
+        std::vector<const Node *> piped;
+        for (const Stmt &b : n.body)
+            if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::CpAsync) piped.push_back(b.get());
+        lc.pipelined = int(piped.size());
+        if (!piped.empty()) {
+            if (k_.pipeline_stages != 2) throw InternalError("emit_cuda: only double buffering is emitted");
+            // Prologue: the first iteration's copies, one commit group each, in body order.
+            for (const Node *p : piped) {
+                line("if (" + j + "_begin < " + j + "_end) {");
+                indent_++;
+                shared_load(*p, ident(p->dst) + "_buf(0)", true, n.var, HI::Variable::make(Halide::Int(32), n.var + "_begin"));
+                indent_--;
+                line("}");
+                line("nd::cp_async_commit();");
+            }
+        }
+        line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
+        indent_++;
+        line("const int stage_" + j + " = (" + j + " - " + j + "_begin) & 1;");
+        line("(void)stage_" + j + ";");
+        for (const Stmt &b : n.body) stmt(b, &lc);
+        indent_--;
+        line("}");
+        if (!piped.empty()) line("nd::cp_async_wait<0>();");
+        indent_--;
+        line("}");
+    }
+
+    const Kernel &k_;
+    SharedLayout layout_;
+    std::ostringstream out_;
+    int indent_ = 1;
+};
+
+}  // namespace
+
+std::string emit_cuda(const Program &p) {
+    std::ostringstream os;
+    os << "// Generated by Neptune from a tile program; see tir::to_string for the program.\n"
+       << "#include \"neptune/device/neptune_device.cuh\"\n\n"
+       << "namespace nd = neptune::device;\n\n";
+    for (const Kernel &k : p.kernels) os << Emitter(k).emit() << "\n";
+    return os.str();
+}
+
+}  // namespace neptune::internal

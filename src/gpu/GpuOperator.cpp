@@ -1,0 +1,190 @@
+#include "gpu/GpuOperator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "Halide.h"
+#include "codegen/CodeGenCuda.h"
+#include "lower/LowerOperator.h"
+#include "neptune/Error.h"
+#include "neptune/runtime/NeptuneRuntime.h"
+#include "runtime/Compile.h"
+#include "tir/IR.h"
+
+namespace neptune {
+
+namespace internal {
+const std::vector<std::pair<std::string, std::string>> &device_headers();
+}
+
+namespace HI = Halide::Internal;
+
+namespace {
+
+void check(int rc, const char *what) {
+    if (rc != NEPTUNE_OK) throw std::runtime_error(std::string(what) + ": " + neptune_last_error());
+}
+
+int64_t eval_int(const Halide::Expr &e, const std::map<std::string, int64_t> &vars) {
+    std::map<std::string, Halide::Expr> m;
+    for (auto &[k, v] : vars) m[k] = Halide::Expr(int(v));
+    const Halide::Expr r = HI::simplify(HI::substitute(m, e));
+    const HI::IntImm *i = r.as<HI::IntImm>();
+    if (!i) {
+        std::ostringstream os;
+        os << r;
+        throw InternalError("launch: cannot evaluate " + os.str());
+    }
+    return i->value;
+}
+
+// Split-K chunks (PERFORMANCE.md §6.2, simplified): about two blocks per SM, whole tiles per chunk.
+int choose_chunks(int64_t blocks, int64_t tiles, int sms) {
+    if (blocks >= sms) return int(std::min<int64_t>(tiles, blocks >= 2 * sms ? 1 : 2));
+    const int64_t want = (2 * int64_t(sms) + blocks - 1) / blocks;
+    return int(std::max<int64_t>(1, std::min<int64_t>({want, tiles, 64})));
+}
+
+}  // namespace
+
+bool gpu_available() { return neptune_cuda_available() == 1; }
+
+struct GpuOperator::Impl {
+    OperatorInstance inst;
+    GpuOptions opt;
+    tir::Program program;
+    std::string ir_text, source;
+    internal::ModuleCache cache;
+    std::vector<neptune_function *> fns;
+    std::map<std::string, void *> dev;
+    std::map<std::string, size_t> bytes;
+    std::map<std::string, int64_t> ints;
+    void *flush = nullptr;
+    static constexpr size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
+
+    ~Impl() {
+        for (auto &[n, p] : dev) neptune_free(p);
+        if (flush) neptune_free(flush);
+    }
+
+    void launch_all() {
+        for (size_t i = 0; i < program.kernels.size(); i++) {
+            const tir::Kernel &k = program.kernels[i];
+            std::map<std::string, int64_t> v = ints;
+            const unsigned grid[3] = {unsigned(eval_int(k.grid_x, v)), unsigned(eval_int(k.grid_y, v)),
+                                      unsigned(eval_int(k.grid_z, v))};
+            const unsigned block[3] = {unsigned(32 * k.warps), 1, 1};
+            std::vector<void *> ptrs;
+            std::vector<int> int_args;
+            ptrs.reserve(k.tensors.size());
+            int_args.reserve(k.int_params.size());
+            std::vector<void *> args;
+            for (const tir::TensorParam &t : k.tensors) ptrs.push_back(dev.at(t.name));
+            for (void *&p : ptrs) args.push_back(&p);
+            for (const std::string &p : k.int_params) int_args.push_back(int(ints.at(p)));
+            for (int &a : int_args) args.push_back(&a);
+            if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;
+            check(neptune_launch(fns[i], grid, block, unsigned(k.shared_bytes), nullptr, args.data()), k.name.c_str());
+        }
+    }
+};
+
+GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : impl_(std::make_unique<Impl>()) {
+    Impl &m = *impl_;
+    m.inst = inst;
+    m.opt = opt;
+    const OperatorSpec &spec = inst.spec;
+    check(neptune_init(), "CUDA");
+    neptune_device_info info{};
+    check(neptune_get_device_info(&info), "device info");
+    const AttentionSpec &a = spec.attention;
+    const int block_n = opt.block_n ? opt.block_n : (a.decode ? 32 : 64);
+    int chunks = 1;
+    if (a.decode) {
+        const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
+        chunks = opt.chunks ? opt.chunks : choose_chunks(inst.batch * a.kv_heads, tiles, info.sm_count);
+    }
+    internal::OperatorLowering lowered = internal::lower_operator(inst, opt.warps, block_n, chunks, opt.min_blocks);
+    m.program = std::move(lowered.program);
+    m.ints = std::move(lowered.ints);
+    m.ir_text = tir::to_string(m.program);
+    m.source = internal::emit_cuda(m.program);
+
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    for (const tir::Kernel &k : m.program.kernels) m.fns.push_back(m.cache.get(m.source, k.name, no));
+
+    for (const TensorDesc &t : inst.inputs) m.bytes[t.name] = size_t(t.numel()) * size_t(dtype_bytes(t.dtype));
+    for (const TensorDesc &t : inst.outputs) m.bytes[t.name] = size_t(t.numel()) * size_t(dtype_bytes(t.dtype));
+    for (const tir::Workspace &w : m.program.workspaces) m.bytes[w.name] = size_t(eval_int(w.elements, m.ints)) * 4;
+    for (auto &[n, b] : m.bytes) {
+        void *p = nullptr;
+        check(neptune_malloc(&p, std::max<size_t>(b, 16)), ("allocating " + n).c_str());
+        m.dev[n] = p;
+    }
+}
+
+GpuOperator::~GpuOperator() = default;
+
+void GpuOperator::set_inputs(const std::vector<HostTensor> &inputs) {
+    for (const HostTensor &t : inputs) {
+        std::vector<char> buf(impl_->bytes.at(t.desc.name));
+        t.store(buf.data());
+        check(neptune_memcpy_htod(impl_->dev.at(t.desc.name), buf.data(), buf.size()), "copying inputs");
+    }
+}
+
+std::vector<HostTensor> GpuOperator::run() {
+    Impl &m = *impl_;
+    for (const TensorDesc &t : m.inst.outputs) check(neptune_memset_d8(m.dev[t.name], 0xff, m.bytes[t.name]), "poison");
+    m.launch_all();
+    check(neptune_synchronize(), "running the kernels");
+    std::vector<HostTensor> out = make_outputs(m.inst);
+    for (HostTensor &t : out) {
+        std::vector<char> buf(m.bytes.at(t.desc.name));
+        check(neptune_memcpy_dtoh(buf.data(), m.dev.at(t.desc.name), buf.size()), "copying outputs");
+        t.load(buf.data());
+    }
+    return out;
+}
+
+GpuTiming GpuOperator::time(int repeats, int warmup) {
+    Impl &m = *impl_;
+    if (!m.flush) check(neptune_malloc(&m.flush, Impl::flush_bytes), "allocating the L2 flush buffer");
+    for (int i = 0; i < warmup; i++) m.launch_all();
+    void *start = nullptr, *stop = nullptr;
+    check(neptune_event_create(&start), "event");
+    check(neptune_event_create(&stop), "event");
+    std::vector<double> ms;
+    for (int i = 0; i < repeats; i++) {
+        check(neptune_memset_d8(m.flush, uint8_t(i), Impl::flush_bytes), "L2 flush");
+        check(neptune_event_record(start, nullptr), "event");
+        m.launch_all();
+        check(neptune_event_record(stop, nullptr), "event");
+        float t = 0;
+        check(neptune_event_elapsed_ms(start, stop, &t), "timing");
+        ms.push_back(t);
+    }
+    neptune_event_destroy(start);
+    neptune_event_destroy(stop);
+    std::sort(ms.begin(), ms.end());
+    return {ms[ms.size() / 2], ms.front(), ms.back(), repeats};
+}
+
+const std::string &GpuOperator::tile_program() const { return impl_->ir_text; }
+const std::string &GpuOperator::cuda_source() const { return impl_->source; }
+
+std::string GpuOperator::describe() const {
+    std::ostringstream os;
+    for (const tir::Kernel &k : impl_->program.kernels)
+        os << k.name << ": grid (" << eval_int(k.grid_x, impl_->ints) << ", " << eval_int(k.grid_y, impl_->ints) << ", "
+           << eval_int(k.grid_z, impl_->ints) << "), " << 32 * k.warps << " threads, " << k.shared_bytes
+           << " B shared\n";
+    if (impl_->ints.count("chunks")) os << "split-K chunks: " << impl_->ints.at("chunks") << "\n";
+    return os.str();
+}
+
+}  // namespace neptune

@@ -1,0 +1,57 @@
+#ifndef NEPTUNE_GPU_GPU_OPERATOR_H
+#define NEPTUNE_GPU_GPU_OPERATOR_H
+/** \file
+ * An operator of the suite compiled by Neptune for the GPU: the Halide algorithm, its Neptune
+ * schedule, the tile program, the emitted CUDA (NVRTC) and launches through the runtime. */
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "neptune/HostTensor.h"
+
+namespace neptune {
+
+struct GpuOptions {
+    int warps = 0;      // 0: 4 for prefill, enough for a KV group for decode
+    int block_n = 0;    // keys per tile; 0: 64 for prefill, 32 for decode (smaller buffers, more blocks per SM)
+    int chunks = 0;     // split-K chunks for decode; 0: chosen from the SM count
+    int min_blocks = 0; // __launch_bounds__ blocks per SM (caps registers); 0: none
+    bool dump = false;  // print the tile program and the CUDA source
+};
+
+struct GpuTiming {
+    double median_ms = 0, min_ms = 0, max_ms = 0;
+    int repeats = 0;
+};
+
+/** The compiled kernels of one operator instance. Throws CompileError for an operator the tile
+ * backend cannot lower, and std::runtime_error naming the CUDA error for launch failures. */
+class GpuOperator {
+public:
+    GpuOperator(const OperatorInstance &inst, const GpuOptions &opt = {});
+    ~GpuOperator();
+    GpuOperator(const GpuOperator &) = delete;
+    GpuOperator &operator=(const GpuOperator &) = delete;
+
+    /** Copies `inputs` to the device (kept for later runs and timings). */
+    void set_inputs(const std::vector<HostTensor> &inputs);
+    /** Runs once and copies every output back (outputs are poisoned with NaN first). */
+    std::vector<HostTensor> run();
+    /** Median time of the whole launch sequence with CUDA events, L2 flushed before each repeat. */
+    GpuTiming time(int repeats, int warmup = 5);
+
+    const std::string &tile_program() const;
+    const std::string &cuda_source() const;
+    std::string describe() const;  // kernels, grids, shared memory, split-K chunks
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+/** True when a CUDA device is usable (the driver opens and reports a device). */
+bool gpu_available();
+
+}  // namespace neptune
+
+#endif

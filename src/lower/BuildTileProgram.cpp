@@ -1,0 +1,700 @@
+#include "lower/BuildTileProgram.h"
+
+#include <set>
+
+#include "frontend/Symbolic.h"
+#include "neptune/Error.h"
+
+namespace neptune::internal {
+
+namespace HI = Halide::Internal;
+using Halide::Expr;
+using namespace tir;
+
+namespace {
+
+Expr ivar(const std::string &n) { return HI::Variable::make(Halide::Int(32), n); }
+Expr fvar(const std::string &n) { return HI::Variable::make(Halide::Float(32), n); }
+Expr neg_inf() { return Expr(-std::numeric_limits<float>::infinity()); }
+int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+std::string base_name(const std::string &n) {
+    const size_t d = n.find('$');
+    return d == std::string::npos ? n : n.substr(0, d);
+}
+
+Expr strip_casts(Expr e) {
+    while (const HI::Cast *c = e.as<HI::Cast>()) e = c->value;
+    return e;
+}
+
+// A guarded producer value: a max (min) that has seen only masked keys reads as 0 (FUSION.md §8).
+Expr guard(Reducer r, const Expr &v) {
+    if (r == Reducer::Sum) return v;
+    return Halide::select(v == reducer_identity(r), 0.0f, v);
+}
+
+Expr combine(Reducer r, const Expr &a, const Expr &b) {
+    switch (r) {
+    case Reducer::Sum: return a + b;
+    case Reducer::Max: return Halide::max(a, b);
+    case Reducer::Min: return Halide::min(a, b);
+    }
+    return Expr();
+}
+
+class Builder {
+public:
+    Builder(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt)
+        : plan_(plan), outputs_(outputs), opt_(opt) {}
+
+    Program build() {
+        recognise();
+        Program p;
+        if (plan_.variant == Variant::Rolling) {
+            p.kernels.push_back(rolling_kernel());
+        } else {
+            p.kernels.push_back(partial_kernel());
+            p.kernels.push_back(combine_kernel());
+            for (const StageInfo &s : stages_) {
+                Expr n = ivar("chunks") * ivar("batch") * ivar("q_heads");
+                p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
+            }
+        }
+        return p;
+    }
+
+private:
+    struct StageInfo {
+        const FusedStage *st;
+        std::string name;  // readable, unique
+        bool tile = false; // indexed by the V column: a dot with V
+        bool frontier = false;
+        Expr term;         // per-key term: the map, or for tile stages its factor besides V
+        std::vector<std::string> producers;  // readable names
+    };
+    struct OutputInfo {
+        std::string tensor;
+        DType dtype;
+        bool tile;
+        Expr value;  // over stage names (row vectors, the tile stage) and canonical vars
+    };
+
+    [[noreturn]] void fail(const std::string &why) const {
+        throw CompileError(plan_.directive + ": the tile backend cannot lower this group: " + why);
+    }
+
+    int dp() const { return round_up(opt_.head_dim_qk, 16); }
+    int dvp() const { return round_up(opt_.head_dim_v, 16); }
+    int bm() const { return 16 * opt_.warps; }
+    int bn() const { return opt_.block_n; }
+
+    const StageInfo &stage_named(const std::string &n) const {
+        for (const StageInfo &s : stages_)
+            if (s.name == n) return s;
+        throw InternalError("no stage " + n);
+    }
+
+    // ---- Recognising the attention shape ---------------------------------------------------------
+
+    void recognise() {
+        const FusedStage *front = nullptr;
+        for (const FusedStage &s : plan_.stages)
+            if (s.producers.empty() && s.reducer == Reducer::Max) front = &s;
+        if (!front) fail("no max reduction without producers (the row max of the scores) starts the chain");
+        if (front->args.size() != 3) fail(front->name + " must be indexed by (query, head, batch)");
+        rename_[front->args[0]] = "i";
+        rename_[front->args[1]] = "h";
+        rename_[front->args[2]] = "b";
+        rename_[plan_.rvar] = "kv";
+        // The frontier's map is the score Func S(kv, i, h, b).
+        const HI::Call *sc = strip_casts(front->map).as<HI::Call>();
+        if (!sc || sc->call_type != HI::Call::Halide) fail(front->name + "'s map must be a call to the score Func");
+        score_func_ = sc->name;
+        const HI::Function sf(sc->func);
+        if (sf.has_update_definition()) fail("the score Func " + sc->name + " must be pure");
+        std::map<std::string, Expr> sargs;
+        for (size_t a = 0; a < sf.args().size(); a++) sargs[sf.args()[a]] = canon(sc->args[a]);
+        Expr sdef = HI::substitute(sargs, unwrap_inputs(HI::substitute_in_all_lets(sf.values()[0])));
+        recognise_dot(sdef);
+        if (const HI::Select *sel = sdef.as<HI::Select>()) {
+            const HI::FloatImm *f = strip_casts(sel->false_value).as<HI::FloatImm>();
+            if (f && std::isinf(f->value) && f->value < 0) {
+                visible_ = sel->condition;
+                sdef = sel->true_value;
+            }
+        }
+        modifier_ = sdef;
+        std::map<std::string, std::string> names;
+        for (const FusedStage &s : plan_.stages) names[s.name] = unique_name(base_name(s.name));
+        for (const FusedStage &s : plan_.stages) {
+            StageInfo si;
+            si.st = &s;
+            si.name = names[s.name];
+            si.frontier = &s == front;
+            for (const std::string &p : s.producers) si.producers.push_back(names[p]);
+            if (s.repair.maps.size() != 1)
+                fail(s.name + " carries companions (" + repair_kind_name(s.repair.kind) + "); the tile backend "
+                     "lowers single-state repairs for now");
+            std::map<std::string, Expr> rn;
+            const size_t off = s.args.size() == 4 ? 1 : 0;
+            if (s.args.size() != 3 && s.args.size() != 4) fail(s.name + " must be indexed by ([e,] i, h, b)");
+            if (off) rn[s.args[0]] = ivar("e");
+            for (size_t a = 0; a < 3; a++)
+                if (s.args[a + off] != front->args[a])
+                    fail(s.name + "'s variables must be named as " + front->name + "'s");
+            Expr g = canon(s.map);
+            for (const std::string &p : s.producers) g = HI::substitute(p, fvar(names[p]), g);
+            g = replace_score(g);
+            si.tile = off == 1;
+            if (si.tile) {
+                Expr p = split_v(g);
+                if (!p.defined()) fail(s.name + "'s map must be (a function of the scores) times v(e, kv, hkv, b)");
+                si.term = p;
+            } else {
+                si.term = g;
+            }
+            if (si.tile && s.reducer != Reducer::Sum) fail(s.name + ": a dot with V must be a sum");
+            stages_.push_back(si);
+        }
+        for (const Halide::Func &o : outputs_) recognise_output(o, names);
+        if (!has_tile_stage()) fail("no stage multiplies by V: nothing to store per output column");
+    }
+
+    bool has_tile_stage() const {
+        for (const StageInfo &s : stages_)
+            if (s.tile) return true;
+        return false;
+    }
+
+    std::string unique_name(const std::string &n) {
+        std::string r = n;
+        for (int k = 2; used_names_.count(r); k++) r = n + std::to_string(k);
+        used_names_.insert(r);
+        return r;
+    }
+
+    Expr canon(const Expr &e) const {
+        std::map<std::string, Expr> m;
+        for (auto &[from, to] : rename_) m[from] = ivar(to);
+        return HI::substitute(m, unwrap_inputs(HI::substitute_in_all_lets(e)));
+    }
+
+    // An input buffer used as a Func is a wrapper Func (q_im(d, i, h, b) = q(d, i, h, b)): read the buffer.
+    static Expr unwrap_inputs(const Expr &e) {
+        class Unwrap : public HI::IRMutator {
+        public:
+            using HI::IRMutator::visit;
+            Expr visit(const HI::Call *op) override {
+                if (op->call_type == HI::Call::Halide && op->func.defined()) {
+                    const HI::Function f(op->func);
+                    if (!f.has_update_definition() && !f.has_extern_definition() && f.values().size() == 1) {
+                        const HI::Call *in = f.values()[0].as<HI::Call>();
+                        bool same = in && in->call_type == HI::Call::Image && in->args.size() == f.args().size();
+                        for (size_t i = 0; same && i < in->args.size(); i++) {
+                            const HI::Variable *v = in->args[i].as<HI::Variable>();
+                            same = v && v->name == f.args()[i];
+                        }
+                        if (same) {
+                            std::vector<Expr> args;
+                            for (const Expr &a : op->args) args.push_back(mutate(a));
+                            return HI::Call::make(in->type, in->name, args, HI::Call::Image, in->func, 0, in->image,
+                                                  in->param);
+                        }
+                    }
+                }
+                return HI::IRMutator::visit(op);
+            }
+        } u;
+        return u.mutate(e);
+    }
+
+    // The dot product inside the score: qk(kv, i, h, b) = sum_d q(d, i, h, b) * k(d, kv, hk, b).
+    void recognise_dot(Expr &sdef) {
+        class FindDot : public HI::IRMutator {
+        public:
+            std::string name;
+            HI::Function fn;
+            std::vector<Expr> args;
+            using HI::IRMutator::visit;
+            Expr visit(const HI::Call *op) override {
+                if (op->call_type == HI::Call::Halide && HI::Function(op->func).has_update_definition()) {
+                    name = op->name;
+                    fn = HI::Function(op->func);
+                    args = op->args;
+                    return HI::Variable::make(Halide::Float(32), "dot");
+                }
+                return HI::IRMutator::visit(op);
+            }
+        } find;
+        sdef = find.mutate(sdef);
+        if (find.name.empty()) fail("the score Func has no dot-product reduction");
+        const HI::Function &qk = find.fn;
+        std::map<std::string, Expr> a;
+        for (size_t i = 0; i < qk.args().size(); i++) a[qk.args()[i]] = find.args[i];
+        const Expr upd = HI::substitute(a, unwrap_inputs(HI::substitute_in_all_lets(qk.update(0).values()[0])));
+        const HI::Add *add = upd.as<HI::Add>();
+        const HI::Mul *mul = add ? strip_casts(add->b).as<HI::Mul>() : nullptr;
+        if (!mul) fail("the dot " + find.name + " must be qk = qk + q(d, i, h, b) * k(d, kv, hkv, b)");
+        const HI::Call *cq = strip_casts(mul->a).as<HI::Call>(), *ck = strip_casts(mul->b).as<HI::Call>();
+        if (!cq || !ck || cq->call_type != HI::Call::Image || ck->call_type != HI::Call::Image)
+            fail("the dot " + find.name + " must multiply two input buffers");
+        q_ = cq->name;
+        k_ = ck->name;
+        const Expr kvarg = ck->args[1], qi = cq->args[1];
+        if (!HI::equal(kvarg, ivar("kv")) || !HI::equal(qi, ivar("i")) || !HI::equal(cq->args[2], ivar("h")) ||
+            !HI::equal(ck->args[3], ivar("b")) || !HI::equal(cq->args[3], ivar("b")))
+            fail("the dot must read q(d, i, h, b) and k(d, kv, hkv(h), b)");
+        hk_ = ck->args[2];
+    }
+
+    Expr replace_score(const Expr &e) const {
+        class Rep : public HI::IRMutator {
+        public:
+            explicit Rep(const std::string &n) : n(n) {}
+            std::string n;
+            bool bad = false;
+            using HI::IRMutator::visit;
+            Expr visit(const HI::Call *op) override {
+                if (op->name != n) return HI::IRMutator::visit(op);
+                if (!HI::equal(op->args[0], ivar("kv")) || !HI::equal(op->args[1], ivar("i"))) bad = true;
+                return HI::Variable::make(Halide::Float(32), "s");
+            }
+        } rep(score_func_);
+        Expr r = rep.mutate(e);
+        if (rep.bad) fail("a stage reads the scores at another position than (kv, i)");
+        return r;
+    }
+
+    // term = P * v(e, kv, hkv, b): returns P, records v.
+    Expr split_v(const Expr &g) {
+        const HI::Mul *m = strip_casts(g).as<HI::Mul>();
+        if (!m) return Expr();
+        for (int side = 0; side < 2; side++) {
+            const Expr x = side ? m->a : m->b, other = side ? m->b : m->a;
+            const HI::Call *c = strip_casts(x).as<HI::Call>();
+            if (c && c->call_type == HI::Call::Image && HI::equal(c->args[0], ivar("e")) &&
+                HI::equal(c->args[1], ivar("kv")) && !HI::expr_uses_var(other, "e")) {
+                if (!v_.empty() && v_ != c->name) fail("two different V inputs");
+                v_ = c->name;
+                if (!HI::equal(c->args[2], hk_)) fail("V's head index must be K's");
+                return other;
+            }
+        }
+        return Expr();
+    }
+
+    void recognise_output(const Halide::Func &o, const std::map<std::string, std::string> &names) {
+        const HI::Function fn = o.function();
+        if (fn.has_update_definition()) fail("output " + o.name() + " must be a pure Func");
+        std::map<std::string, Expr> rn;
+        const size_t n = fn.args().size();
+        if (n != 3 && n != 4) fail("output " + o.name() + " must be indexed by ([e,] i, h, b)");
+        const std::vector<std::string> canon_args = n == 4 ? std::vector<std::string>{"e", "i", "h", "b"}
+                                                           : std::vector<std::string>{"i", "h", "b"};
+        for (size_t a = 0; a < n; a++) rn[fn.args()[a]] = ivar(canon_args[a]);
+        Expr v = HI::substitute(rn, HI::substitute_in_all_lets(fn.values()[0]));
+        class Rep : public HI::IRMutator {
+        public:
+            const std::map<std::string, std::string> *names;
+            std::string bad;
+            using HI::IRMutator::visit;
+            Expr visit(const HI::Call *op) override {
+                auto it = names->find(op->name);
+                if (op->call_type != HI::Call::Halide) return HI::IRMutator::visit(op);
+                if (it == names->end()) {
+                    bad = op->name;
+                    return HI::IRMutator::visit(op);
+                }
+                return HI::Variable::make(Halide::Float(32), it->second);
+            }
+        } rep;
+        rep.names = &names;
+        v = rep.mutate(v);
+        if (!rep.bad.empty()) fail("output " + o.name() + " reads " + rep.bad + ", which is not a stage of the chain");
+        OutputInfo oi;
+        oi.tensor = base_name(o.name());
+        const Halide::Type t = fn.output_types()[0];
+        oi.dtype = t.is_bfloat() ? DType::BF16 : (t.bits() == 16 ? DType::F16 : DType::F32);
+        oi.tile = n == 4;
+        oi.value = strip_casts(v);
+        outs_.push_back(oi);
+    }
+
+    // ---- Building kernels ------------------------------------------------------------------------
+
+    Kernel skeleton(const std::string &name) const {
+        Kernel k;
+        k.name = name;
+        k.warps = opt_.warps;
+        k.tensors = {{q_, opt_.dtype, false}, {k_, opt_.dtype, false}, {v_, opt_.dtype, false}};
+        for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
+        k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
+        return k;
+    }
+
+    // 1-D f32 inputs read inside maps (ALiBi slopes).
+    std::vector<std::string> extra_inputs() const {
+        std::set<std::string> names;
+        class Find : public HI::IRGraphVisitor {
+        public:
+            std::set<std::string> *out;
+            using HI::IRGraphVisitor::visit;
+            void visit(const HI::Call *op) override {
+                HI::IRGraphVisitor::visit(op);
+                if (op->call_type == HI::Call::Image) out->insert(op->name);
+            }
+        } f;
+        f.out = &names;
+        modifier_.accept(&f);
+        if (visible_.defined()) visible_.accept(&f);
+        for (const StageInfo &s : stages_) s.term.accept(&f);
+        names.erase(q_);
+        names.erase(k_);
+        names.erase(v_);
+        return std::vector<std::string>(names.begin(), names.end());
+    }
+
+    // Extents of the inputs as the kernel's parameters: q.extent.1 is seq_q, and so on.
+    std::map<std::string, Expr> extent_bindings() const {
+        std::map<std::string, Expr> m;
+        auto bind = [&](const std::string &t, std::vector<Expr> ext) {
+            for (size_t d = 0; d < ext.size(); d++) {
+                m[t + ".extent." + std::to_string(d)] = ext[d];
+                m[t + ".min." + std::to_string(d)] = Expr(0);
+            }
+        };
+        bind(q_, {Expr(opt_.head_dim_qk), ivar("seq_q"), ivar("q_heads"), ivar("batch")});
+        bind(k_, {Expr(opt_.head_dim_qk), ivar("seq_kv"), ivar("kv_heads"), ivar("batch")});
+        bind(v_, {Expr(opt_.head_dim_v), ivar("seq_kv"), ivar("kv_heads"), ivar("batch")});
+        for (const std::string &t : extra_inputs()) bind(t, {ivar("q_heads")});
+        return m;
+    }
+
+    // Binds the canonical variables for one kernel: rows, keys, extents.
+    Expr bind(const Expr &e, const std::map<std::string, Expr> &rows) const {
+        std::map<std::string, Expr> m = extent_bindings();
+        for (auto &[k, v] : rows) m[k] = v;
+        return HI::substitute(m, e);
+    }
+
+    void declare_common(Kernel &k) const {
+        const DType t = opt_.dtype;
+        k.values["q_s"] = {t, bm(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["q_a"] = {t, bm(), dp(), Scope::Register, Layout::MmaOperandA};
+        k.values["k_s"] = {t, bn(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["v_s"] = {t, bn(), dvp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["s"] = {DType::F32, bm(), bn(), Scope::Register, Layout::MmaAccumulator};
+    }
+
+    TileType row_vec() const { return {DType::F32, bm(), 1, Scope::Register, Layout::RowVector}; }
+    TileType acc_tile(int cols) const { return {DType::F32, bm(), cols, Scope::Register, Layout::MmaAccumulator}; }
+
+    // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
+    Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
+        Block b;
+        b.push_back(make_load("k_s", k_, bind(k_base(), rows), Expr(opt_.head_dim_qk),
+                              ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_qk)));
+        b.push_back(make_fill("s", 0.0f));
+        b.push_back(make_dot("s", "q_a", "k_s", true));
+        std::map<std::string, Expr> cols = rows;
+        cols["kv"] = ivar("j") * bn() + ivar("col");
+        const Expr mod = HI::substitute("dot", fvar("s"), bind(modifier_, cols));
+        if (!HI::equal(modifier_, fvar("dot"))) b.push_back(make_map("s", mod, "score modifier"));
+        Expr vis = ivar("j") * bn() + ivar("col") < ivar("seq_kv");
+        if (visible_.defined()) vis = bind(visible_, cols) && vis;
+        b.push_back(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"));
+        bool loaded_v = false;
+        std::map<std::string, std::string> tiles_by_term;  // common terms computed once (row_sum's and acc's P)
+        std::vector<std::string> new_names;
+        // The last stage whose term reads the raw scores: after it, a term may overwrite s in place.
+        std::set<std::string> term_keys_after;
+        size_t last_s_reader = 0;
+        for (size_t i = 0; i < stages_.size(); i++)
+            if (HI::expr_uses_var(stages_[i].term, "s")) last_s_reader = i;
+        size_t stage_index = 0;
+        for (const StageInfo &si : stages_) {
+            const size_t this_stage = stage_index++;
+            const FusedStage &st = *si.st;
+            const std::string nw = si.tile ? si.name : si.name + "_new";
+            // The term with producers at their new (guarded) values.
+            std::map<std::string, Expr> prod_new, prod_old;
+            for (size_t p = 0; p < si.producers.size(); p++) {
+                const Reducer pr = stage_named(si.producers[p]).st->reducer;
+                prod_new[si.producers[p]] = guard(pr, fvar(si.producers[p] + "_new"));
+                prod_old[si.producers[p]] = guard(pr, fvar(si.producers[p]));
+            }
+            const Expr term = bind(HI::substitute(prod_new, si.term), cols);
+            // The repair of the carried state: new = shift + coeff * old.
+            Expr scale, shift;
+            if (!si.producers.empty()) {
+                std::map<std::string, Expr> rb;
+                for (size_t p = 0; p < st.producers.size(); p++) {
+                    rb[st.producers[p]] = prod_old[si.producers[p]];
+                    rb[sym::Context::primed(st.producers[p])] = prod_new[si.producers[p]];
+                }
+                if (st.repair.coeff[0][0].defined() && !HI::is_const_one(st.repair.coeff[0][0]))
+                    scale = bind(HI::substitute(rb, st.repair.coeff[0][0]), rows);
+                if (st.repair.shift[0].defined()) shift = bind(HI::substitute(rb, st.repair.shift[0]), rows);
+            }
+            std::string term_tile = "s";
+            if (!HI::equal(term, fvar("s"))) {
+                const std::string key = sym::pretty(term);
+                auto it = tiles_by_term.find(key);
+                if (it != tiles_by_term.end()) {
+                    term_tile = it->second;
+                } else {
+                    // Overwrite the scores when no later stage reads them: one register tile fewer.
+                    bool later = false;
+                    for (size_t i = this_stage + 1; i < stages_.size(); i++)
+                        later = later || (HI::expr_uses_var(stages_[i].term, "s") &&
+                                          sym::pretty(bind(HI::substitute(prod_new, stages_[i].term), cols)) != key);
+                    term_tile = later || this_stage > last_s_reader ? "p" + std::to_string(tiles_by_term.size()) : "s";
+                    if (term_tile != "s") k.values[term_tile] = acc_tile(bn());
+                    b.push_back(make_map(term_tile, term, "term of " + si.name));
+                    tiles_by_term[key] = term_tile;
+                }
+            }
+            if (si.tile) {
+                if (scale.defined()) {
+                    k.values[si.name + "_scale"] = row_vec();
+                    // h(0) = 0 keeps an empty state empty; a factor clamped to the largest float keeps it so
+                    // when a guarded producer (0 for an empty max) lies far above the new value: 0 * inf is NaN.
+                    b.push_back(make_row_map(si.name + "_scale", Halide::min(scale, Expr(3.4e38f)),
+                                             "repair of " + si.name));
+                    b.push_back(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale")));
+                }
+                const std::string pa = term_tile + "_a";
+                if (!k.values.count(pa)) {
+                    k.values[pa] = {opt_.dtype, bm(), bn(), Scope::Register, Layout::MmaOperandA};
+                    b.push_back(make_convert(pa, term_tile));
+                }
+                if (!loaded_v) {
+                    b.push_back(make_load("v_s", v_, bind(v_base(), rows), Expr(opt_.head_dim_v),
+                                          ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_v)));
+                    loaded_v = true;
+                }
+                b.push_back(make_dot(si.name, pa, "v_s", false));
+            } else {
+                k.values[nw] = row_vec();
+                Expr carried = fvar(si.name);
+                if (scale.defined()) carried = carried * scale;
+                if (shift.defined()) carried = carried + shift;
+                if (scale.defined() || shift.defined())  // h(identity) = identity, without evaluating h
+                    carried = Halide::select(fvar(si.name) == reducer_identity(st.reducer), fvar(si.name), carried);
+                b.push_back(make_row_map(nw, carried, si.producers.empty() ? "" : "repair of " + si.name));
+                b.push_back(make_reduce(nw, st.reducer == Reducer::Max ? ReduceOp::Max : ReduceOp::Sum, term_tile));
+                if (st.reducer == Reducer::Min) fail(si.name + ": min row reductions are not lowered yet");
+                new_names.push_back(si.name);
+            }
+        }
+        for (const std::string &n : new_names) b.push_back(make_row_map(n, fvar(n + "_new")));
+        return b;
+    }
+
+    // Element offsets of the slices, over canonical (h, b) and loop variable j.
+    Expr k_base() const {
+        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bn()) * opt_.head_dim_qk;
+    }
+    Expr v_base() const {
+        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bn()) * opt_.head_dim_v;
+    }
+
+    void init_states(Kernel &k, Block &b) const {
+        for (const StageInfo &si : stages_) {
+            if (si.tile) {
+                k.values[si.name] = acc_tile(dvp());
+                b.push_back(make_fill(si.name, 0.0f));
+            } else {
+                k.values[si.name] = row_vec();
+                const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+                b.push_back(make_fill(si.name, id));
+            }
+        }
+    }
+
+    std::vector<std::string> state_names() const {
+        std::vector<std::string> n;
+        for (const StageInfo &si : stages_) n.push_back(si.name);
+        return n;
+    }
+
+    // Finals (initial values folded in) and the outputs, with rows bound by `rows`.
+    void epilogue(Kernel &k, Block &b, const std::map<std::string, Expr> &rows, const Expr &out_row0,
+                  const Expr &valid_rows) {
+        for (const StageInfo &si : stages_) {
+            const Expr init = si.st->init;
+            if (HI::equal(init, reducer_identity(si.st->reducer)) || (si.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
+                continue;
+            if (!HI::is_const(init)) fail(si.name + "'s initial value must be a constant");
+            b.push_back(si.tile ? make_map(si.name, combine(si.st->reducer, init, fvar(si.name)))
+                                : make_row_map(si.name, combine(si.st->reducer, init, fvar(si.name)), "initial value"));
+        }
+        for (const OutputInfo &o : outs_) {
+            const std::string v = "o_" + o.tensor;
+            const Expr value = bind(o.value, rows);
+            if (o.tile) {
+                k.values[v] = acc_tile(dvp());
+                b.push_back(make_map(v, value, "output " + o.tensor));
+                b.push_back(make_store(v, o.tensor, out_row0 * opt_.head_dim_v, Expr(opt_.head_dim_v), valid_rows,
+                                       Expr(opt_.head_dim_v)));
+            } else {
+                k.values[v] = row_vec();
+                b.push_back(make_row_map(v, value, "output " + o.tensor));
+                b.push_back(make_row_store(v, o.tensor, out_row0, valid_rows));
+            }
+            k.tensors.push_back({o.tensor, o.dtype, true});
+        }
+    }
+
+    Kernel rolling_kernel() {
+        Kernel k = skeleton("neptune_rolling");
+        k.min_blocks_per_sm = opt_.min_blocks_per_sm;
+        declare_common(k);
+        k.grid_x = (ivar("seq_q") + bm() - 1) / bm();
+        k.grid_y = ivar("q_heads");
+        k.grid_z = ivar("batch");
+        // Blocks with the most KV tiles first when the mask makes work grow along the queries.
+        const bool heavy_first = visible_.defined();
+        k.scalars = {{"q0", (heavy_first ? ivar("grid_x") - 1 - ivar("block_x") : ivar("block_x")) * bm()},
+                     {"h", ivar("block_y")},
+                     {"b", ivar("block_z")},
+                     {"n_tiles", (ivar("seq_kv") + bn() - 1) / bn()}};
+        const std::map<std::string, Expr> rows = {{"i", ivar("q0") + ivar("row")}, {"h", ivar("h")}, {"b", ivar("b")}};
+        Block body;
+        body.push_back(make_load("q_s", q_, ((ivar("b") * ivar("q_heads") + ivar("h")) * ivar("seq_q") + ivar("q0")) *
+                                                opt_.head_dim_qk,
+                                 Expr(opt_.head_dim_qk), ivar("seq_q") - ivar("q0"), Expr(opt_.head_dim_qk)));
+        body.push_back(make_barrier());
+        body.push_back(make_convert("q_a", "q_s"));
+        init_states(k, body);
+        body.push_back(make_loop("j", Expr(0), ivar("n_tiles"), state_names(), tile_step(k, rows)));
+        epilogue(k, body, rows, (ivar("b") * ivar("q_heads") + ivar("h")) * ivar("seq_q") + ivar("q0"),
+                 ivar("seq_q") - ivar("q0"));
+        k.body = body;
+        return k;
+    }
+
+    // Split-K, kernel 1: one block per (chunk, KV head, batch); its rows are the query heads that
+    // share the KV head (decode: one query row each). Writes each stage's state per chunk.
+    Kernel partial_kernel() {
+        if (!opt_.decode) fail("split-K lowering is for decode (one query row per head)");
+        Kernel k = skeleton("neptune_split_k_partial");
+        k.min_blocks_per_sm = opt_.min_blocks_per_sm;
+        k.int_params.push_back("chunks");
+        declare_common(k);
+        k.grid_x = ivar("chunks");
+        k.grid_y = ivar("kv_heads");
+        k.grid_z = ivar("batch");
+        k.scalars = {{"chunk", ivar("block_x")},
+                     {"hkv", ivar("block_y")},
+                     {"b", ivar("block_z")},
+                     {"group", ivar("q_heads") / ivar("kv_heads")},
+                     {"h0", ivar("hkv") * ivar("group")},
+                     {"n_tiles", (ivar("seq_kv") + bn() - 1) / bn()},
+                     {"per_chunk", (ivar("n_tiles") + ivar("chunks") - 1) / ivar("chunks")},
+                     {"j0", Halide::min(ivar("chunk") * ivar("per_chunk"), ivar("n_tiles"))},
+                     {"j1", Halide::min(ivar("j0") + ivar("per_chunk"), ivar("n_tiles"))}};
+        if (bm() < 16) fail("too few rows");
+        // Rows past the group pad the MMA tile: they take the last head's values (in bounds) and are not stored.
+        const std::map<std::string, Expr> rows = {
+            {"i", Expr(0)}, {"h", ivar("h0") + Halide::min(ivar("row"), ivar("group") - 1)}, {"b", ivar("b")}};
+        // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
+        hk_ = ivar("hkv");
+        Block body;
+        body.push_back(make_load("q_s", q_, (ivar("b") * ivar("q_heads") + ivar("h0")) * ivar("seq_q") * opt_.head_dim_qk,
+                                 ivar("seq_q") * opt_.head_dim_qk, ivar("group"), Expr(opt_.head_dim_qk)));
+        body.push_back(make_barrier());
+        body.push_back(make_convert("q_a", "q_s"));
+        init_states(k, body);
+        body.push_back(make_loop("j", ivar("j0"), ivar("j1"), state_names(), tile_step(k, rows)));
+        const Expr row0 = ivar("chunk") * ivar("batch") * ivar("q_heads") + ivar("b") * ivar("q_heads") + ivar("h0");
+        for (const StageInfo &si : stages_) {
+            k.tensors.push_back({"ws_" + si.name, DType::F32, true});
+            if (si.tile) {
+                body.push_back(make_store(si.name, "ws_" + si.name, row0 * dvp(), Expr(dvp()), ivar("group"), Expr(dvp())));
+            } else {
+                body.push_back(make_row_store(si.name, "ws_" + si.name, row0, ivar("group")));
+            }
+        }
+        k.body = body;
+        return k;
+    }
+
+    // Split-K, kernel 2: rows are (batch, head) pairs; merges the chunks' states with the repair
+    // t = sum_p h(t_p, r_p, r), producers first, then runs the epilogue.
+    Kernel combine_kernel() {
+        Kernel k;
+        k.name = "neptune_split_k_combine";
+        k.warps = opt_.warps;
+        k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "chunks"};
+        for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
+        for (const StageInfo &si : stages_) k.tensors.push_back({"ws_" + si.name, DType::F32, false});
+        k.grid_x = (ivar("batch") * ivar("q_heads") + bm() - 1) / bm();
+        k.grid_y = Expr(1);
+        k.grid_z = Expr(1);
+        k.scalars = {{"r0", ivar("block_x") * bm()}, {"n_rows", ivar("batch") * ivar("q_heads")}};
+        const Expr valid = ivar("n_rows") - ivar("r0");
+        const Expr r = Halide::min(ivar("r0") + ivar("row"), ivar("n_rows") - 1);  // padding rows stay in bounds
+        const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
+        Block body;
+        init_states(k, body);
+        for (const StageInfo &si : stages_) {
+            const Expr chunk_row0 = ivar("p") * ivar("n_rows") + ivar("r0");
+            Block step;
+            std::map<std::string, Expr> rb;
+            for (size_t p = 0; p < si.producers.size(); p++) {
+                const std::string pn = si.producers[p];
+                const Reducer pr = stage_named(pn).st->reducer;
+                k.values[pn + "_p"] = row_vec();
+                step.push_back(make_row_load(pn + "_p", "ws_" + pn, chunk_row0, Expr(1), valid, 0.0f));
+                rb[si.st->producers[p]] = guard(pr, fvar(pn + "_p"));
+                rb[sym::Context::primed(si.st->producers[p])] = guard(pr, fvar(pn));
+            }
+            Expr scale = si.st->repair.coeff[0][0], shift = si.st->repair.shift[0];
+            scale = scale.defined() ? bind(HI::substitute(rb, scale), rows) : Expr(1.0f);
+            if (shift.defined()) shift = bind(HI::substitute(rb, shift), rows);
+            const std::string part = si.name + "_p";
+            const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+            if (si.tile) {
+                k.values[part] = acc_tile(dvp());
+                step.push_back(make_load(part, "ws_" + si.name, chunk_row0 * dvp(), Expr(dvp()), valid, Expr(dvp())));
+                k.values[si.name + "_scale"] = row_vec();
+                step.push_back(make_row_map(si.name + "_scale", scale, "repair of chunk p"));
+                step.push_back(make_map(si.name, fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f,
+                                                                                  fvar(part) * fvar(si.name + "_scale"))));
+            } else {
+                if (!k.values.count(part)) k.values[part] = row_vec();
+                step.push_back(make_row_load(part, "ws_" + si.name, chunk_row0, Expr(1), valid, id));
+                Expr repaired = fvar(part) * scale;
+                if (shift.defined()) repaired = repaired + shift;
+                repaired = Halide::select(fvar(part) == Expr(id), fvar(part), repaired);  // h(identity) = identity
+                if (si.producers.empty()) repaired = fvar(part);
+                step.push_back(make_row_map(si.name, combine(si.st->reducer, fvar(si.name), repaired),
+                                            si.producers.empty() ? "" : "repair of chunk p"));
+            }
+            body.push_back(make_loop("p", Expr(0), ivar("chunks"), {si.name}, step));
+        }
+        epilogue(k, body, rows, ivar("r0"), valid);
+        k.body = body;
+        return k;
+    }
+
+    const FusedPlan &plan_;
+    const std::vector<Halide::Func> &outputs_;
+    LowerOptions opt_;
+    std::map<std::string, std::string> rename_;
+    std::set<std::string> used_names_ = {"s", "q_s", "q_a", "k_s", "v_s"};
+    std::string score_func_, q_, k_, v_;
+    Expr hk_, modifier_, visible_;
+    std::vector<StageInfo> stages_;
+    std::vector<OutputInfo> outs_;
+};
+
+}  // namespace
+
+Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    return Builder(plan, outputs, opt).build();
+}
+
+}  // namespace neptune::internal

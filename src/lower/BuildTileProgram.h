@@ -1,0 +1,23 @@
+#ifndef NEPTUNE_LOWER_BUILD_TILE_PROGRAM_H
+#define NEPTUNE_LOWER_BUILD_TILE_PROGRAM_H
+/** \file
+ * The first lowering pass: a fused plan of attention shape becomes a tile program, one
+ * statement per step of the recurrence, every tile masked in full (later passes skip what
+ * the mask allows). */
+#include "lower/Lower.h"
+
+namespace neptune::internal {
+
+/** Afterwards: one kernel per launch (rolling: one; split-K: partials, then the combine). The KV
+ * loop covers every tile and applies the mask to each (skip_masked_tiles narrows both); loads are
+ * synchronous and unpipelined (pipeline_loads); shared tiles have no offsets (plan_shared_memory).
+ *   rolling: q_a = convert(load q); for j: k_s = load k; s = dot(q_a, k_s^T); s = map(modifier(s));
+ *            s = map(select(visible, s, -inf)); m_new = max(m, row_max(s)); l_new = l * exp(m - m_new)
+ *            + row_sum(map(exp(s - m_new))); acc = acc * exp(m - m_new) + dot(convert(p), v_s); ...
+ *            out = map(epilogue(acc, l)); store out */
+tir::Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
+                                const LowerOptions &opt);
+
+}  // namespace neptune::internal
+
+#endif

@@ -1,0 +1,62 @@
+#include "lower/Lower.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "lower/BuildTileProgram.h"
+#include "lower/HoistRowInvariants.h"
+#include "lower/PipelineLoads.h"
+#include "lower/PlanSharedMemory.h"
+#include "lower/SkipMaskedTiles.h"
+
+namespace neptune::internal {
+
+namespace {
+
+// NEPTUNE_DEBUG=2 prints the program after each pass; NEPTUNE_TIME_PASSES=1 prints pass times.
+class PassLog {
+public:
+    PassLog() {
+        const char *d = std::getenv("NEPTUNE_DEBUG");
+        print_ = d && std::atoi(d) >= 2;
+        time_ = std::getenv("NEPTUNE_TIME_PASSES") != nullptr;
+        last_ = std::chrono::steady_clock::now();
+    }
+    void operator()(const char *pass, const tir::Program &p) {
+        const auto now = std::chrono::steady_clock::now();
+        if (time_) std::fprintf(stderr, "[neptune] %-22s %8.3f ms\n", pass, std::chrono::duration<double, std::milli>(now - last_).count());
+        last_ = now;
+        tir::verify(p);
+        if (print_) std::fprintf(stderr, "[neptune] after %s:\n%s\n", pass, tir::to_string(p).c_str());
+    }
+
+private:
+    bool print_ = false, time_ = false;
+    std::chrono::steady_clock::time_point last_;
+};
+
+template <typename F>
+tir::Program each_kernel(tir::Program p, F f) {
+    for (tir::Kernel &k : p.kernels) k = f(k);
+    return p;
+}
+
+}  // namespace
+
+tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    PassLog log;
+    tir::Program p = build_tile_program(plan, outputs, opt);
+    log("build_tile_program", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return skip_masked_tiles(k, opt.block_n); });
+    log("skip_masked_tiles", p);
+    p = each_kernel(p, hoist_row_invariants);  // after skipping: the mask map stays per element
+    log("hoist_row_invariants", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });
+    log("pipeline_loads", p);
+    p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
+    log("plan_shared_memory", p);
+    return p;
+}
+
+}  // namespace neptune::internal

@@ -1,0 +1,37 @@
+#ifndef NEPTUNE_LOWER_LOWER_H
+#define NEPTUNE_LOWER_LOWER_H
+/** \file
+ * Lowering a fused reduction group to a tile program: the ordered list of
+ * passes (Lower.cpp) and the options they read. */
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "frontend/FusedPlan.h"
+#include "neptune/Operators.h"
+#include "tir/IR.h"
+
+namespace neptune::internal {
+
+struct LowerOptions {
+    DType dtype = DType::F16;
+    int head_dim_qk = 128, head_dim_v = 128;  // padded to multiples of 16 inside the kernel
+    int warps = 4;                            // 16 query rows per warp: block_m = 16 * warps
+    int block_n = 64;                         // keys per tile (the plan's tile)
+    int stages = 2;                           // pipelined copies of K and V
+    bool decode = false;                      // one query row per head: rows are the heads of a KV group
+    int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
+};
+
+/** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
+ * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are
+ * row reductions of elementwise functions of the scores, or dot products of such functions with
+ * a third input v(e, kv, hk, b). `outputs` are the pure Funcs after the chain (the epilogue).
+ * Rolling plans give one kernel; split-K plans a partial kernel and a combine kernel.
+ * Throws CompileError when the plan has another shape. NEPTUNE_DEBUG=2 prints the program after
+ * each pass. */
+tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
+
+}  // namespace neptune::internal
+
+#endif

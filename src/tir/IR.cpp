@@ -1,0 +1,160 @@
+#include "tir/IR.h"
+
+namespace neptune::tir {
+
+const char *scope_name(Scope s) {
+    switch (s) {
+    case Scope::Global: return "global";
+    case Scope::Shared: return "shared";
+    case Scope::Register: return "register";
+    }
+    return "?";
+}
+
+const char *layout_name(Layout l) {
+    switch (l) {
+    case Layout::Unassigned: return "unassigned";
+    case Layout::SharedRowMajor: return "row-major";
+    case Layout::MmaAccumulator: return "mma-accumulator";
+    case Layout::MmaOperandA: return "mma-operand-a";
+    case Layout::RowVector: return "row-vector";
+    }
+    return "?";
+}
+
+std::string TileType::str() const {
+    if (layout == Layout::RowVector) return std::string(dtype_name(elem)) + "[" + std::to_string(rows) + "] row-vector";
+    return std::string(dtype_name(elem)) + "[" + std::to_string(rows) + " x " + std::to_string(cols) + "] " +
+           scope_name(scope) + " " + layout_name(layout);
+}
+
+namespace {
+
+std::shared_ptr<Node> node(NodeKind k) {
+    auto n = std::make_shared<Node>();
+    n->kind = k;
+    return n;
+}
+
+}  // namespace
+
+Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+               Halide::Expr valid_rows, Halide::Expr valid_cols) {
+    auto n = node(NodeKind::TileLoad);
+    n->dst = dst;
+    n->tensor = tensor;
+    n->base = std::move(base);
+    n->row_stride = std::move(row_stride);
+    n->valid_rows = std::move(valid_rows);
+    n->valid_cols = std::move(valid_cols);
+    return n;
+}
+
+Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+                Halide::Expr valid_rows, Halide::Expr valid_cols) {
+    auto n = node(NodeKind::TileStore);
+    n->src = src;
+    n->tensor = tensor;
+    n->base = std::move(base);
+    n->row_stride = std::move(row_stride);
+    n->valid_rows = std::move(valid_rows);
+    n->valid_cols = std::move(valid_cols);
+    return n;
+}
+
+Stmt make_row_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+                   Halide::Expr valid_rows, float fill) {
+    auto n = node(NodeKind::RowLoad);
+    n->dst = dst;
+    n->tensor = tensor;
+    n->base = std::move(base);
+    n->row_stride = std::move(row_stride);
+    n->valid_rows = std::move(valid_rows);
+    n->value = Halide::Expr(fill);
+    return n;
+}
+
+Stmt make_row_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr valid_rows) {
+    auto n = node(NodeKind::RowStore);
+    n->src = src;
+    n->tensor = tensor;
+    n->base = std::move(base);
+    n->valid_rows = std::move(valid_rows);
+    return n;
+}
+
+Stmt make_fill(const std::string &dst, float value) {
+    auto n = node(NodeKind::Fill);
+    n->dst = dst;
+    n->value = Halide::Expr(value);
+    return n;
+}
+
+Stmt make_map(const std::string &dst, Halide::Expr value, const std::string &note) {
+    auto n = node(NodeKind::TileMap);
+    n->dst = dst;
+    n->value = std::move(value);
+    n->note = note;
+    return n;
+}
+
+Stmt make_row_map(const std::string &dst, Halide::Expr value, const std::string &note) {
+    auto n = node(NodeKind::RowMap);
+    n->dst = dst;
+    n->value = std::move(value);
+    n->note = note;
+    return n;
+}
+
+Stmt make_reduce(const std::string &dst, ReduceOp op, const std::string &src) {
+    auto n = node(NodeKind::TileReduce);
+    n->dst = dst;
+    n->op = op;
+    n->src = src;
+    return n;
+}
+
+Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b) {
+    auto n = node(NodeKind::TileDot);
+    n->dst = acc;
+    n->a = a;
+    n->b = b;
+    n->transpose_b = transpose_b;
+    return n;
+}
+
+Stmt make_convert(const std::string &dst, const std::string &src) {
+    auto n = node(NodeKind::Convert);
+    n->dst = dst;
+    n->src = src;
+    return n;
+}
+
+Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std::vector<std::string> carried,
+               Block body) {
+    auto n = node(NodeKind::CarriedLoop);
+    n->var = var;
+    n->begin = std::move(begin);
+    n->end = std::move(end);
+    n->carried = std::move(carried);
+    n->body = std::move(body);
+    return n;
+}
+
+Stmt make_if(Halide::Expr cond, Block body, const std::string &note) {
+    auto n = node(NodeKind::IfThen);
+    n->cond = std::move(cond);
+    n->body = std::move(body);
+    n->note = note;
+    return n;
+}
+
+Stmt make_barrier() { return node(NodeKind::Barrier); }
+
+Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
+    auto n = std::make_shared<Node>(*s);
+    f(*n);
+    return n;
+}
+
+}  // namespace neptune::tir

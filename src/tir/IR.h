@@ -1,0 +1,185 @@
+#ifndef NEPTUNE_TIR_IR_H
+#define NEPTUNE_TIR_IR_H
+/** \file
+ * The tile IR: what one thread block of a fused-reduction kernel does, at the
+ * granularity of tiles. A kernel is a list of statements over named values:
+ *   tiles       2-D, typed (element type, rows x cols, scope, layout): K and V tiles in
+ *               shared memory, score and accumulator tiles in MMA accumulator registers,
+ *   row vectors one f32 per tile row (the carried max and sum of online softmax),
+ *   scalars     integer Halide Exprs of the block indices, loop variables and the kernel's
+ *               scalar parameters (extents).
+ * Elementwise maps are Halide Exprs: inside a map, the Variable named after the destination is the
+ * element's value, "row" and "col" are its coordinates in the tile, row vectors broadcast along
+ * the row, and scalars are the kernel's. So the printed IR reads like the recurrence it computes:
+ *   s = dot(q, k^T); s = map(s * 0.088); m' = max(m, row_max(s)); s = map(exp(s - m')) ...
+ *
+ * The MMA instruction family, the copy mechanism and pipelining depth are attributes set by
+ * lowering passes (src/lower/), never rediscovered by the emitter: the Hopper path (wgmma, TMA)
+ * adds attribute values, not a new IR. */
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "neptune/Operators.h"
+
+namespace neptune::tir {
+
+enum class Scope { Global, Shared, Register };
+/** Register layouts of the mma.sync m16n8k16 path (HOPPER_ATTENTION.md §8.2); Shared is padded row-major. */
+enum class Layout { Unassigned, SharedRowMajor, MmaAccumulator, MmaOperandA, RowVector };
+enum class ReduceOp { Max, Sum };
+enum class CopyKind { Sync, CpAsync };
+
+const char *scope_name(Scope s);
+const char *layout_name(Layout l);
+
+struct TileType {
+    DType elem = DType::F32;
+    int rows = 0, cols = 0;  // cols = 1 for row vectors
+    Scope scope = Scope::Register;
+    Layout layout = Layout::Unassigned;
+    std::string str() const;  // "f16[64 x 128] shared row-major"
+};
+
+/** A global tensor parameter: element type, and the extents that give its rows and columns. The
+ * kernel reads it as a 2-D slice per block: base offset (elements) + row index * row stride. */
+struct TensorParam {
+    std::string name;
+    DType elem = DType::F16;
+    bool output = false;
+};
+
+/** A scalar the kernel derives once from block indices and parameters, e.g. q0 = blockIdx.x * 64. */
+struct ScalarDef {
+    std::string name;
+    Halide::Expr value;  // Int(32) over "block_x", "block_y", "block_z", parameters and earlier scalars
+};
+
+#define NEPTUNE_TIR_STMTS(X)                                                                      \
+    X(TileLoad)    /* global slice -> shared tile (or f32 register tile); beyond valid: zeros */    \
+    X(TileStore)   /* register tile -> global slice, rows/cols beyond the valid extent untouched */ \
+    X(RowLoad)     /* global f32 -> row vector; rows beyond valid_rows get `value` */              \
+    X(RowStore)    /* row vector -> global, one f32 per valid row */                               \
+    X(Fill)        /* tile or row vector := constant */                                            \
+    X(TileMap)     /* tile := f(tile element, row vectors, row, col, scalars), in place */         \
+    X(RowMap)      /* row vector := f(row vectors, row, scalars) */                                \
+    X(TileReduce)  /* row vector := op(row vector, reduce_op over each row of a tile) */          \
+    X(TileDot)     /* acc += a * b or a * b^T on tensor cores */                                   \
+    X(Convert)     /* the only node that changes a value's layout or scope */                      \
+    X(CarriedLoop) /* for var in [begin, end): body, carrying named state across iterations */     \
+    X(IfThen)      /* tile-skipping and partial-tile conditions */                                 \
+    X(Barrier)
+
+enum class NodeKind {
+#define NEPTUNE_NODE_KIND(name) name,
+    NEPTUNE_TIR_STMTS(NEPTUNE_NODE_KIND)
+#undef NEPTUNE_NODE_KIND
+};
+
+struct Node;
+using Stmt = std::shared_ptr<const Node>;
+using Block = std::vector<Stmt>;
+
+/** One statement. Fields unused by a kind stay empty; the make_* builders below fill exactly the
+ * ones each kind reads, and verify() checks them. Semantics (the interpreter and the CUDA emitter
+ * implement exactly these):
+ *  TileLoad   dst[r][c] = tensor[base + r * row_stride + c] for r < valid_rows, c < valid_cols, else 0.
+ *             dst is a shared tile of the tensor's element type, or an f32 register tile of an f32 tensor.
+ *  TileStore  tensor[base + r * row_stride + c] = round(src[r][c]) for r < valid_rows, c < valid_cols.
+ *  RowLoad    dst[r] = tensor[base + r * row_stride] for r < valid_rows, else `value` (a constant).
+ *  RowStore   tensor[base + r] = src[r] for r < valid_rows (f32 tensors).
+ *  Fill       every element of dst = value (a float constant).
+ *  TileMap    dst[r][c] = value, where in `value` a Variable naming a register tile of dst's shape is
+ *             that tile's element (r, c), one naming a row vector is its element r, "row" and "col"
+ *             are r and c, and other Variables are scalars (ScalarDefs, loop variables, parameters).
+ *             All arithmetic in f32; ints converted as Halide converts them.
+ *  RowMap     dst[r] = value, with row vectors at r, "row" = r, scalars.
+ *  TileReduce dst[r] = op(dst[r], op over c of src[r][c]), max treating -inf as its identity.
+ *  TileDot    acc[m][n] += sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]); a and b hold f16/bf16
+ *             values, products and sums in f32.
+ *  Convert    dst = src: shared -> MMA operand (same values), or f32 accumulator -> f16/bf16 MMA operand
+ *             (rounded to nearest even): how P reaches the second MMA.
+ *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier: no value. */
+struct Node {
+    NodeKind kind;
+    std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
+    std::string src, a, b;       // TileStore/RowStore/TileReduce/Convert: src; TileDot: a, b
+    std::string tensor;          // TileLoad, TileStore, RowStore
+    Halide::Expr base;           // element offset of the slice's row 0 in the tensor
+    Halide::Expr row_stride;     // elements between rows (TileLoad, TileStore)
+    Halide::Expr valid_rows, valid_cols;  // TileLoad/TileStore/RowStore bounds
+    Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression
+    ReduceOp op = ReduceOp::Sum; // TileReduce
+    bool transpose_b = false;    // TileDot: acc += a * b^T
+    CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads)
+    int stage = -1;              // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
+    std::string var;             // CarriedLoop
+    Halide::Expr begin, end;     // CarriedLoop
+    Halide::Expr cond;           // IfThen
+    std::vector<std::string> carried;  // CarriedLoop: state live across iterations
+    Block body;                  // CarriedLoop, IfThen
+    std::string note;            // why the statement exists, printed as a comment
+};
+
+Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+               Halide::Expr valid_rows, Halide::Expr valid_cols);
+Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+                Halide::Expr valid_rows, Halide::Expr valid_cols);
+Stmt make_row_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
+                   Halide::Expr valid_rows, float fill);
+Stmt make_row_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr valid_rows);
+Stmt make_fill(const std::string &dst, float value);
+Stmt make_map(const std::string &dst, Halide::Expr value, const std::string &note = "");
+Stmt make_row_map(const std::string &dst, Halide::Expr value, const std::string &note = "");
+Stmt make_reduce(const std::string &dst, ReduceOp op, const std::string &src);
+Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b);
+Stmt make_convert(const std::string &dst, const std::string &src);
+Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std::vector<std::string> carried,
+               Block body);
+Stmt make_if(Halide::Expr cond, Block body, const std::string &note = "");
+Stmt make_barrier();
+/** A copy of `s` with `f` applied to it (for passes that change attributes). */
+Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
+
+/** One kernel: parameters, launch shape, declared values and the statements of one thread block. */
+struct Kernel {
+    std::string name;
+    std::vector<TensorParam> tensors;
+    std::vector<std::string> int_params;    // scalar int parameters (extents), in launch order
+    std::vector<std::string> float_params;  // scalar float parameters
+    Halide::Expr grid_x, grid_y, grid_z;    // over int_params
+    int warps = 4;                          // 16 rows per warp on the mma.sync path
+    std::vector<ScalarDef> scalars;
+    std::map<std::string, TileType> values; // every tile and row vector
+    Block body;
+    int shared_bytes = 0;                   // set by plan_shared_memory
+    int pipeline_stages = 1;                // set by pipeline_loads
+    int min_blocks_per_sm = 0;              // __launch_bounds__ occupancy hint (0: none); caps registers
+    int rows() const { return 16 * warps; }
+};
+
+/** A tile program: the kernels of one fused group, launched in order (split-K: partials, then the
+ * combine), and the f32 workspaces that pass partial states between them. */
+struct Workspace {
+    std::string name;
+    Halide::Expr elements;  // over the first kernel's int_params
+};
+struct Program {
+    std::vector<Kernel> kernels;
+    std::vector<Workspace> workspaces;
+};
+
+std::string to_string(const Kernel &k);
+std::string to_string(const Program &p);
+/** One statement as the kernel listing shows it (no indentation); a loop or if with its body
+ * indented below its header unless `with_body` is false. */
+std::string to_string(const Stmt &s, bool with_body = true);
+/** Checks declarations, scopes and layouts; throws InternalError naming the statement. */
+void verify(const Kernel &k);
+void verify(const Program &p);
+
+}  // namespace neptune::tir
+
+#endif

@@ -1,0 +1,35 @@
+#ifndef NEPTUNE_TIR_INTERPRETER_H
+#define NEPTUNE_TIR_INTERPRETER_H
+/** \file
+ * Runs tile IR on the host, block by block, with exactly the semantics documented above tir::Node:
+ * the oracle that lowering passes and the CUDA emitter are tested against. Meant for small shapes. */
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "neptune/HostTensor.h"
+#include "tir/IR.h"
+
+namespace neptune::tir {
+
+/** What a launch binds: every tensor of the kernel by name (for a Program also its workspaces,
+ * which the caller allocates as f32 tensors), and every int and float parameter. */
+struct LaunchArgs {
+    std::map<std::string, HostTensor *> tensors;
+    std::map<std::string, int64_t> ints;
+    std::map<std::string, double> floats;
+};
+
+/** Verifies `k`, then runs it for every block of its grid (an undefined grid dimension is 1), with
+ * the scalars "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z" bound per block.
+ * Values start as NaN in every block. Loads and stores index the flat HostTensor values; an
+ * element outside a tensor, a missing argument or a tensor of another element type throws
+ * InternalError. Stored values are rounded to the tensor's element type; f16/bf16 values are
+ * rounded whenever they are written. */
+void interpret(const Kernel &k, LaunchArgs &args);
+/** Runs the kernels of `p` in order on the same arguments; checks the workspaces are present. */
+void interpret(const Program &p, LaunchArgs &args);
+
+}  // namespace neptune::tir
+
+#endif

@@ -1,0 +1,300 @@
+// The tile IR's invariants, checked in one walk: declarations, scopes and layouts of every operand,
+// shapes of dots and conversions, the names maps and scalar expressions read.
+#include <set>
+
+#include "neptune/Error.h"
+#include "tir/IR.h"
+
+namespace neptune::tir {
+
+namespace {
+
+namespace HI = Halide::Internal;
+
+bool is_row_vector(const TileType &t) { return t.layout == Layout::RowVector; }
+bool is_register_tile(const TileType &t) { return t.scope == Scope::Register && !is_row_vector(t); }
+bool is_shared_tile(const TileType &t) { return t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor; }
+bool is_accumulator(const TileType &t) {
+    return t.scope == Scope::Register && t.layout == Layout::MmaAccumulator && t.elem == DType::F32;
+}
+bool is_operand_a(const TileType &t) {
+    return t.scope == Scope::Register && t.layout == Layout::MmaOperandA && (t.elem == DType::F16 || t.elem == DType::BF16);
+}
+bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
+
+std::string shape(const TileType &t) { return "[" + std::to_string(t.rows) + " x " + std::to_string(t.cols) + "]"; }
+
+/** The names of the Variables an Expr reads, each once. */
+class Variables : public HI::IRGraphVisitor {
+public:
+    std::vector<const HI::Variable *> found;
+    using HI::IRGraphVisitor::visit;
+    void visit(const HI::Variable *op) override { found.push_back(op); }
+};
+
+std::vector<const HI::Variable *> variables_of(const Halide::Expr &e) {
+    Variables v;
+    e.accept(&v);
+    return v.found;
+}
+
+class Verifier {
+public:
+    explicit Verifier(const Kernel &k) : k_(k) {}
+
+    void run() {
+        std::set<std::string> tensors;  // tensor names never appear in expressions: only unique among themselves
+        for (const TensorParam &t : k_.tensors)
+            if (t.name.empty() || !tensors.insert(t.name).second) fail(nullptr, "tensor '" + t.name + "' twice or unnamed");
+        for (const std::string &p : k_.int_params) declare_scalar(p);
+        for (const Halide::Expr *g : {&k_.grid_x, &k_.grid_y, &k_.grid_z})  // over the int parameters only
+            if (g->defined()) check_scalar_expr(nullptr, *g, "grid");
+        for (const std::string &p : k_.float_params) declare_scalar(p);
+        for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z"}) declare_scalar(b);
+        if (k_.warps < 1) fail(nullptr, "warps must be at least 1, not " + std::to_string(k_.warps));
+        for (const ScalarDef &d : k_.scalars) {
+            if (!d.value.defined()) fail(nullptr, "scalar '" + d.name + "' has no value");
+            check_scalar_expr(nullptr, d.value, "scalar '" + d.name + "'");
+            declare_scalar(d.name);
+        }
+        for (const auto &[name, type] : k_.values) check_declaration(name, type);
+        block(k_.body);
+    }
+
+private:
+    const Kernel &k_;
+    std::set<std::string> names_;    // every scalar and value name: a map reads both, so they must not clash
+    std::set<std::string> scalars_;  // the scalars in scope
+
+    [[noreturn]] void fail(const Stmt &s, const std::string &rule) const {
+        std::string where = "tir::verify: kernel '" + k_.name + "'";
+        if (s) where += ": `" + to_string(s, false) + "`";
+        throw InternalError(where + ": " + rule);
+    }
+
+    void declare_name(const std::string &name, const char *what) {
+        if (name.empty()) fail(nullptr, std::string("a ") + what + " has an empty name");
+        if (name == "row" || name == "col") fail(nullptr, "the " + std::string(what) + " name '" + name + "' is reserved");
+        if (!names_.insert(name).second) fail(nullptr, std::string(what) + " name '" + name + "' clashes with another name");
+    }
+
+    void declare_scalar(const std::string &name) {
+        declare_name(name, "scalar");
+        scalars_.insert(name);
+    }
+
+    void check_declaration(const std::string &name, const TileType &t) {
+        declare_name(name, "value");
+        const std::string what = "value '" + name + "' (" + t.str() + ")";
+        if (t.rows <= 0 || t.cols <= 0) fail(nullptr, what + " has an empty shape");
+        if (t.scope == Scope::Global) fail(nullptr, what + " lives in global memory; values are shared or registers");
+        if (t.scope == Scope::Shared && t.layout != Layout::SharedRowMajor)
+            fail(nullptr, what + " is shared but not row-major");
+        if (t.scope == Scope::Register &&
+            (t.layout == Layout::Unassigned || t.layout == Layout::SharedRowMajor))
+            fail(nullptr, what + " is a register value without a register layout");
+        if (is_row_vector(t) && (t.cols != 1 || t.elem != DType::F32))
+            fail(nullptr, what + " is a row vector, which holds one f32 per row (cols 1)");
+    }
+
+    const TileType &value(const Stmt &s, const std::string &name) const {
+        auto it = k_.values.find(name);
+        if (it == k_.values.end()) fail(s, "'" + name + "' is not declared in the kernel's values");
+        return it->second;
+    }
+
+    const TensorParam &tensor(const Stmt &s) const {
+        for (const TensorParam &t : k_.tensors)
+            if (t.name == s->tensor) return t;
+        fail(s, "tensor '" + s->tensor + "' is not declared in the kernel's tensors");
+    }
+
+    void require(const Stmt &s, const Halide::Expr &e, const char *field) const {
+        if (!e.defined()) fail(s, std::string("the ") + field + " expression is undefined");
+    }
+
+    /** An integer expression over the scalars in scope. */
+    void check_scalar_expr(const Stmt &s, const Halide::Expr &e, const std::string &field) const {
+        if (e.type().is_float()) fail(s, "the " + field + " expression must be an integer, not a float");
+        for (const HI::Variable *v : variables_of(e))
+            if (!scalars_.count(v->name))
+                fail(s, "the " + field + " expression reads '" + v->name + "', which is not a scalar in scope");
+    }
+
+    void check_index(const Stmt &s, const Halide::Expr &e, const char *field) const {
+        require(s, e, field);
+        check_scalar_expr(s, e, field);
+    }
+
+    /** The tile-shaped global slice of a load or store. */
+    void check_slice(const Stmt &s) const {
+        check_index(s, s->base, "base");
+        check_index(s, s->row_stride, "row stride");
+        check_index(s, s->valid_rows, "valid rows");
+        check_index(s, s->valid_cols, "valid cols");
+    }
+
+    void check_constant(const Stmt &s, const Halide::Expr &e) const {
+        require(s, e, "value");
+        if (!e.as<HI::FloatImm>() && !e.as<HI::IntImm>()) fail(s, "the value must be a constant");
+    }
+
+    /** A map's expression: values as tile elements or row-vector entries, "row", "col" and scalars. */
+    void check_map(const Stmt &s, const TileType &dst, bool tile_map) const {
+        require(s, s->value, "value");
+        for (const HI::Variable *v : variables_of(s->value)) {
+            const std::string &name = v->name;
+            auto it = k_.values.find(name);
+            if (it != k_.values.end()) {
+                const TileType &t = it->second;
+                if (is_row_vector(t)) {
+                    if (t.rows != dst.rows)
+                        fail(s, "the map reads row vector '" + name + "' of " + std::to_string(t.rows) +
+                                    " rows, but its destination has " + std::to_string(dst.rows));
+                } else if (!tile_map) {
+                    fail(s, "a row map reads tile '" + name + "'; it may read row vectors only");
+                } else if (!is_register_tile(t) || !same_shape(t, dst)) {
+                    fail(s, "the map reads '" + name + "' (" + t.str() + "), which is not a register tile of its " +
+                                "destination's shape " + shape(dst));
+                }
+            } else if (name == "row" || (tile_map && name == "col")) {
+                if (v->type.is_float()) fail(s, "'" + name + "' must be an integer variable");
+            } else if (!scalars_.count(name)) {
+                fail(s, "the map reads '" + name + "', which is neither a declared value nor a scalar in scope");
+            }
+        }
+    }
+
+    void check_dot(const Stmt &s) const {
+        const TileType &acc = value(s, s->dst), &a = value(s, s->a), &b = value(s, s->b);
+        if (!is_accumulator(acc)) fail(s, "the dot's accumulator must be an f32 mma-accumulator tile, not " + acc.str());
+        if (!is_operand_a(a)) fail(s, "the dot's a must be an f16/bf16 mma-operand-a tile, not " + a.str());
+        if (!is_shared_tile(b) || b.elem != a.elem)
+            fail(s, "the dot's b must be a shared tile of a's element type, not " + b.str());
+        const int bk = s->transpose_b ? b.cols : b.rows, bn = s->transpose_b ? b.rows : b.cols;
+        if (acc.rows != a.rows || a.cols != bk || acc.cols != bn)
+            fail(s, "the dot's shapes disagree: acc " + shape(acc) + ", a " + shape(a) + ", b" +
+                        (s->transpose_b ? "^T " : " ") + shape(b));
+    }
+
+    void check_convert(const Stmt &s) const {
+        const TileType &dst = value(s, s->dst), &src = value(s, s->src);
+        const bool staged = is_shared_tile(src) && is_operand_a(dst) && src.elem == dst.elem;
+        const bool rounded = is_accumulator(src) && is_operand_a(dst);
+        if (!staged && !rounded)
+            fail(s, "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
+                    "f32 mma-accumulator to an f16/bf16 mma-operand-a tile; not " + src.str() + " -> " + dst.str());
+        if (!same_shape(src, dst)) fail(s, "a convert keeps the shape: " + shape(src) + " -> " + shape(dst));
+    }
+
+    void check_loop(const Stmt &s) {
+        check_index(s, s->begin, "begin");
+        check_index(s, s->end, "end");
+        if (s->var == "row" || s->var == "col" || names_.count(s->var) || k_.values.count(s->var))
+            fail(s, "the loop variable '" + s->var + "' reassigns a name already in use");
+        for (const std::string &c : s->carried) value(s, c);
+        scalars_.insert(s->var);
+        names_.insert(s->var);
+        block(s->body);
+        scalars_.erase(s->var);
+        names_.erase(s->var);
+    }
+
+    void stmt(const Stmt &s) {
+        switch (s->kind) {
+        case NodeKind::TileLoad: {
+            const TileType &dst = value(s, s->dst);
+            const TensorParam &t = tensor(s);
+            const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
+            const bool direct = is_accumulator(dst) && t.elem == DType::F32;
+            if (!staged && !direct)
+                fail(s, "a load fills a shared tile of the tensor's element type (" + std::string(dtype_name(t.elem)) +
+                            ") or an f32 mma-accumulator tile from an f32 tensor, not " + dst.str());
+            check_slice(s);
+            break;
+        }
+        case NodeKind::TileStore: {
+            const TileType &src = value(s, s->src);
+            tensor(s);
+            if (!is_register_tile(src)) fail(s, "a store writes a register tile, not " + src.str());
+            check_slice(s);
+            break;
+        }
+        case NodeKind::RowLoad:
+        case NodeKind::RowStore: {
+            const bool load = s->kind == NodeKind::RowLoad;
+            const TileType &v = value(s, load ? s->dst : s->src);
+            if (!is_row_vector(v)) fail(s, "a row load or store moves a row vector, not " + v.str());
+            if (tensor(s).elem != DType::F32) fail(s, "a row load or store reads or writes an f32 tensor");
+            check_index(s, s->base, "base");
+            check_index(s, s->valid_rows, "valid rows");
+            if (load) {
+                check_index(s, s->row_stride, "row stride");
+                check_constant(s, s->value);
+            }
+            break;
+        }
+        case NodeKind::Fill:
+            value(s, s->dst);
+            check_constant(s, s->value);
+            break;
+        case NodeKind::TileMap: {
+            const TileType &dst = value(s, s->dst);
+            if (!is_register_tile(dst)) fail(s, "a map writes a register tile, not " + dst.str());
+            check_map(s, dst, true);
+            break;
+        }
+        case NodeKind::RowMap: {
+            const TileType &dst = value(s, s->dst);
+            if (!is_row_vector(dst)) fail(s, "a row map writes a row vector, not " + dst.str());
+            check_map(s, dst, false);
+            break;
+        }
+        case NodeKind::TileReduce: {
+            const TileType &dst = value(s, s->dst), &src = value(s, s->src);
+            if (!is_row_vector(dst)) fail(s, "a reduction writes a row vector, not " + dst.str());
+            if (!is_register_tile(src)) fail(s, "a reduction reads a register tile, not " + src.str());
+            if (dst.rows != src.rows)
+                fail(s, "a reduction's row vector has " + std::to_string(dst.rows) + " rows, its tile " +
+                            std::to_string(src.rows));
+            break;
+        }
+        case NodeKind::TileDot: check_dot(s); break;
+        case NodeKind::Convert: check_convert(s); break;
+        case NodeKind::CarriedLoop: check_loop(s); break;
+        case NodeKind::IfThen:
+            check_index(s, s->cond, "condition");
+            block(s->body);
+            break;
+        case NodeKind::Barrier: break;
+        }
+    }
+
+    void block(const Block &b) {
+        for (const Stmt &s : b) {
+            if (!s) fail(nullptr, "a statement is null");
+            stmt(s);
+        }
+    }
+};
+
+}  // namespace
+
+void verify(const Kernel &k) { Verifier(k).run(); }
+
+void verify(const Program &p) {
+    if (p.kernels.empty()) throw InternalError("tir::verify: a program without kernels");
+    std::set<std::string> workspaces;
+    for (const Workspace &w : p.workspaces) {
+        if (!workspaces.insert(w.name).second) throw InternalError("tir::verify: workspace '" + w.name + "' twice");
+        if (!w.elements.defined()) throw InternalError("tir::verify: workspace '" + w.name + "' has no size");
+    }
+    for (const Kernel &k : p.kernels) {
+        verify(k);
+        for (const TensorParam &t : k.tensors)
+            if (workspaces.count(t.name) && t.elem != DType::F32)
+                throw InternalError("tir::verify: kernel '" + k.name + "': workspace '" + t.name + "' must be f32");
+    }
+}
+
+}  // namespace neptune::tir
