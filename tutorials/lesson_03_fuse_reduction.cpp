@@ -51,6 +51,24 @@ int main() {
     Softmax plain(x, ""), fused(x, "_fused");
 
     {
+        // Before: the plain algorithm, its reductions computed at root as in lesson 2. Its loop
+        // nest has one loop over all 100 positions for the max, then another for the sum.
+        neptune::schedule_reductions_at_root({plain.y});
+        std::fflush(stdout);  // Halide prints the loop nest on stderr
+        plain.y.print_loop_nest();
+        // Prints (abridged):
+        //   produce row_max:
+        //     ...
+        //       for kv in [0, 99]:
+        //         row_max(...) = ...
+        //   consume row_max:
+        //     produce row_sum:
+        //       ...
+        //         for kv in [0, 99]:
+        //           row_sum(...) = ...
+    }
+
+    {
         // The directive. fuse_reduction(target, rvar) names the reduction to fuse (the sum) and
         // the reduction variable of the shared loop; Neptune finds the producers the target reads
         // over that variable (here row_max) and validates the chain. rolling_update(16) chooses
@@ -70,6 +88,11 @@ int main() {
         //         repair (rescale): h = t * exp(row_max_fused - row_max_fused')
         //         proof: R1: g(r', c) and h(g(r, c)) have the same normal form; R2: h(t) = t *
         //         exp(row_max_fused - row_max_fused') is linear in t
+        // The primed name is the new value m'. The lesson checks that this is the repair found.
+        if (group.describe().find("h = t * exp(row_max_fused - row_max_fused')") == std::string::npos) {
+            std::printf("lesson 3: not the expected repair\n");
+            return 1;
+        }
     }
 
     {
@@ -99,12 +122,11 @@ int main() {
         // state in registers and runs the whole recurrence in one loop.
         std::vector<Func> outputs = neptune::lower_to_cpu({fused.y});
         neptune::schedule_reductions_at_root(outputs);
-        std::fflush(stdout);  // Halide prints the loop nest on stderr
+        std::fflush(stdout);
         outputs[0].print_loop_nest();
 
         // The check: the fused softmax against the unfused one, both in fp32. They differ only by
         // rounding (the sum is added in another order, and each rescale rounds once).
-        neptune::schedule_reductions_at_root({plain.y});
         Buffer<float> want = plain.y.realize({n, rows}, neptune::cpu_target());
         Buffer<float> got = outputs[0].realize({n, rows}, neptune::cpu_target());
         double worst = 0;

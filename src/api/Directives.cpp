@@ -85,8 +85,7 @@ std::vector<Halide::Func> lower_to_cpu(const std::vector<Halide::Func> &outputs)
     for (auto &s : registry()) {
         if (s->lowered || s->plan.stages.empty()) continue;
         bool used = false;
-        for (const internal::FusedStage &st : s->plan.stages)
-            used = used || (reach.count(st.name) && st.func.function().same_as(st.func.function()));
+        for (const internal::FusedStage &st : s->plan.stages) used = used || reach.count(st.name) > 0;
         if (!used) continue;
         result = internal::apply_cpu_form(s->plan, result);
         s->lowered = true;

@@ -117,7 +117,9 @@ public:
             std::sort(s.producers.begin(), s.producers.end(), [&](const std::string &a, const std::string &b) {
                 return index_of(plan, a) < index_of(plan, b);
             });
-            s.repair = derive_repair(s.name, s.reducer, s.map, s.producers, req_.rvar, facts);
+            std::map<std::string, Reducer> reducers;
+            for (const std::string &p : s.producers) reducers[p] = plan.stages[index_of(plan, p)].reducer;
+            s.repair = derive_repair(s.name, s.reducer, s.map, s.producers, req_.rvar, facts, reducers);
             s.sign = stage_sign(s, facts);
             facts[s.name] = s.sign;
         }

@@ -1,5 +1,6 @@
 #include "frontend/CpuForm.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -65,6 +66,20 @@ public:
     const std::map<std::string, Func> &finals() const { return finals_; }
 
 private:
+    bool read_by_companions(const std::string &producer) const {
+        // Only where the producer enters polynomially: under an exponential, a far-off extrapolated value
+        // (early tiles of a sum) could overflow the rescale factor.
+        bool read = false;
+        for (const FusedStage &t : plan_.stages) {
+            if (std::find(t.producers.begin(), t.producers.end(), producer) == t.producers.end()) continue;
+            if (t.repair.kind != RepairKind::Taylor) return false;
+            const Halide::Expr q = t.repair.coeff[0][0];
+            if (q.defined() && HI::expr_uses_var(q, producer)) return false;
+            read = true;
+        }
+        return read;
+    }
+
     std::vector<Expr> pure_args(const FusedStage &s) const {
         std::vector<Expr> a;
         for (const std::string &n : s.args) a.push_back(Var(n));
@@ -149,8 +164,20 @@ private:
         for (size_t c = 0; c < n; c++) next.push_back(combine(s.reducer, repaired(s, c, prev, r_old, r_new), here[c]));
         define(state, at(args, rk.x), next);
 
-        Func partial(s.name + "_partial");  // guarded value after tile k, read by later stages
-        partial(at(args, k_)) = guard(s.reducer, element(state, at(args, k_), n)[0]);
+        // The value later stages read after tile k: the initial value folded in, guarded. A sum read by
+        // a companion repair is extrapolated to the whole domain (sum * N / positions seen), e.g. a running
+        // mean rather than a partial sum over N: the repair is exact for any value, and its companions
+        // then expand around a value close to the final one, as Chan's update does (FUSION.md §11.4).
+        Expr value_k = combine(s.reducer, s.init, element(state, at(args, k_), n)[0]);
+        if (s.reducer == Reducer::Sum && read_by_companions(s.name)) {
+            const Expr first = split ? Expr(p_) * per_chunk_ * T : Expr(0);
+            const Expr seen = Halide::clamp(plan_.rextent - first, 0, (Expr(k_) + 1) * T);
+            value_k = Halide::select(seen > 0, value_k * Halide::cast<float>(plan_.rextent) /
+                                                   Halide::cast<float>(Halide::max(seen, 1)),
+                                     value_k);
+        }
+        Func partial(s.name + "_partial");
+        partial(at(args, k_)) = guard(s.reducer, value_k);
         partial_[s.name] = partial;
 
         // 3. The stage's value over the whole domain: the last tile's state, or the combine of chunks.
@@ -173,7 +200,7 @@ private:
             define(comb, args, merged);
             value = element(comb, args, n)[0];
             Func cg(s.name + "_combined_guarded");
-            cg(args) = guard(s.reducer, value);
+            cg(args) = guard(s.reducer, combine(s.reducer, s.init, value));
             combined_guard_[s.name] = cg;
         }
         Func fused(s.name + "_fused");

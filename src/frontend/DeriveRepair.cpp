@@ -89,8 +89,10 @@ struct LeafRepair {
 class Deriver {
 public:
     Deriver(const std::string &target, Reducer reducer, const std::vector<std::string> &producers,
-            const std::string &rvar, const std::map<std::string, Sign> &facts)
-        : target_(target), reducer_(reducer), producers_(producers), ctx_(symbols(producers), rvar), facts_(facts) {
+            const std::string &rvar, const std::map<std::string, Sign> &facts,
+            const std::map<std::string, Reducer> &producer_reducers)
+        : target_(target), reducer_(reducer), producers_(producers), ctx_(symbols(producers), rvar), facts_(facts),
+          producer_reducers_(producer_reducers) {
         for (const std::string &p : producers) {
             prime_[p] = Context::primed(p);
             auto it = facts.find(p);
@@ -272,6 +274,7 @@ private:
                 if (pi.terms[0].exp_arg) polynomial = constant_in_producers = false;
                 rest = add(rest, mul(pi, s.rest));
             }
+            check_exponent_stability(S);
             if (constant_in_producers) return rescale(g, S);
             if (reducer_ == Reducer::Sum && polynomial) return taylor(g, S, rest);
         }
@@ -286,8 +289,10 @@ private:
         const Sign s = sign(S);
         if (!definite(s))
             fail("the factor " + to_string(S) + " that the repair divides by is not provably " +
-                 (reducer_ == Reducer::Sum ? "non-zero" : "positive or negative") + " (" + why +
-                 "); guard it, e.g. select(l == 0, 1, l)");
+                 (reducer_ == Reducer::Sum ? "non-zero" : "positive or negative") + " (" + why + "); " +
+                 (reducer_ == Reducer::Sum ? "guard a divisor that can be 0, e.g. select(l == 0, 1, l)"
+                                           : "write the term so its producer factor has a known sign, e.g. exp(...) "
+                                             "or a guarded sum"));
     }
 
     LeafRepair rescale(const Poly &g, const Poly &S) {
@@ -457,13 +462,46 @@ private:
     Context ctx_;
     std::map<std::string, Sign> facts_;
     std::map<std::string, std::string> prime_;
+    std::map<std::string, Reducer> producer_reducers_;
+
+    // The producer an atom reads monotonically: r itself, or a safe-max select(r == identity, c, r).
+    std::string monotone_producer(const Expr &e) const {
+        Expr x = e;
+        while (const HI::Cast *c = x.as<HI::Cast>()) x = c->value;
+        if (const HI::Variable *v = x.as<HI::Variable>()) return v->name;
+        if (const HI::Select *s = x.as<HI::Select>()) {
+            const HI::EQ *eq = s->condition.as<HI::EQ>();
+            const HI::Variable *v = s->false_value.as<HI::Variable>();
+            if (eq && v && HI::equal(eq->a, s->false_value) && HI::is_const(s->true_value)) return v->name;
+        }
+        return "";
+    }
+
+    // Every exponential of producers in S must be exp(... - max) or exp(... + min).
+    void check_exponent_stability(const Poly &S) {
+        if (producer_reducers_.empty() || S.terms.empty() || !S.terms[0].exp_arg) return;
+        for (const Monomial &m : S.terms[0].exp_arg->terms) {
+            Poly term;
+            term.terms = {m};
+            const std::string why = "the repair rescales by exp(" + to_string(term) + "), which between two partial "
+                                    "values of the producers can overflow where the unfused algorithm does not; an "
+                                    "exponent may read a producer only as - max or + min (FUSION.md §8)";
+            if (m.exp_arg || m.powers.size() != 1 || m.powers.begin()->second != 1) fail(why);
+            const std::string p = monotone_producer(ctx_.atom_info(m.powers.begin()->first).expr);
+            auto it = producer_reducers_.find(p);
+            if (it == producer_reducers_.end()) fail(why);
+            const bool ok = (it->second == Reducer::Max && m.coeff < 0) || (it->second == Reducer::Min && m.coeff > 0);
+            if (!ok) fail(why);
+        }
+    }
 };
 
 }  // namespace
 
 Repair derive_repair(const std::string &target, Reducer reducer, const Expr &map, const std::vector<std::string> &producers,
-                     const std::string &rvar, const std::map<std::string, Sign> &facts) {
-    Deriver d(target, reducer, producers, rvar, facts);
+                     const std::string &rvar, const std::map<std::string, Sign> &facts,
+                     const std::map<std::string, Reducer> &producer_reducers) {
+    Deriver d(target, reducer, producers, rvar, facts, producer_reducers);
     return d.derive(map);
 }
 

@@ -19,6 +19,10 @@
  *            carries companions T_a = sum_j S(r) d^a p / a! (its derivatives in the producers),
  *            and T_b(r') = S(r')/S(r) * sum_c binom(b+c, c) (r' - r)^c T_(b+c)(r). The mean ->
  *            variance chain of LayerNorm gets Chan's update this way (FUSION.md §11.4).
+ * Stability (FUSION.md §8): a producer may enter an exponential of the repair factor only as
+ * -max or +min (possibly behind a safe-max select), which keeps every exponent <= 0 between partial
+ * values; other exponentials of producers could overflow where the unfused algorithm does not, and
+ * are rejected. (With no reducers given, as in unit tests of the algebra alone, this is not checked.)
  * Selects whose conditions do not read producers (masks) are lifted first: every branch
  * that is not the reducer's identity must admit the same repair. */
 #include <map>
@@ -57,7 +61,8 @@ struct Repair {
  * known signs of producer values. Throws CompileError naming the blocking sub-expression. */
 Repair derive_repair(const std::string &target, Reducer reducer, const Halide::Expr &map,
                      const std::vector<std::string> &producers, const std::string &rvar,
-                     const std::map<std::string, sym::Sign> &facts);
+                     const std::map<std::string, sym::Sign> &facts,
+                     const std::map<std::string, Reducer> &producer_reducers = {});
 
 }  // namespace neptune::internal
 

@@ -312,6 +312,16 @@ bool differentiate(const Context &ctx, const Poly &p, int id, Poly &out) {
     return true;
 }
 
+void dependencies(const Context &ctx, const Monomial &m, bool &producer, bool &varying) {
+    for (auto [id, pw] : m.powers) {
+        (void)pw;
+        producer = producer || ctx.atom_info(id).producer;
+        varying = varying || ctx.atom_info(id).varying;
+    }
+    if (m.exp_arg)
+        for (const Monomial &e : m.exp_arg->terms) dependencies(ctx, e, producer, varying);
+}
+
 Split split_monomial(const Context &ctx, const Monomial &m) {
     Split s;
     Monomial prod, rest;
@@ -327,20 +337,9 @@ Split split_monomial(const Context &ctx, const Monomial &m) {
     if (m.exp_arg) {
         std::vector<Monomial> pe, re;
         for (const Monomial &e : m.exp_arg->terms) {
+            // A term of the exponent, nested exponentials included, is producer-only or producer-free.
             bool producer = false, varying = false;
-            for (auto [id, pw] : e.powers) {
-                (void)pw;
-                producer = producer || ctx.atom_info(id).producer;
-                varying = varying || ctx.atom_info(id).varying;
-            }
-            if (e.exp_arg) {
-                Split inner = split_monomial(ctx, e);
-                if (!inner.blocking.empty()) {
-                    s.blocking = inner.blocking;
-                    return s;
-                }
-                producer = producer || (!inner.producer.terms.empty() && !inner.producer.terms[0].powers.empty());
-            }
+            dependencies(ctx, e, producer, varying);
             if (producer && varying) {
                 s.blocking = monomial_key(ctx, e, true);
                 return s;

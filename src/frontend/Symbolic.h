@@ -90,6 +90,8 @@ struct Split {
     std::string blocking;  // non-empty if a factor mixes producers with values that vary along the reduction
 };
 Split split_monomial(const Context &ctx, const Monomial &m);
+/** Whether `m` (through nested exponentials too) reads producers, and values varying along the reduction. */
+void dependencies(const Context &ctx, const Monomial &m, bool &producer, bool &varying);
 
 /** A readable rendering of a float Expr for messages and dumps: no casts, exp(...) for exp_f32,
  * Variables by name, constants in shortest form: "t * exp(m - m')". */

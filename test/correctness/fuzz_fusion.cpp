@@ -9,7 +9,9 @@
 // constants, + - * /, exp, log (of positive values), tanh and select (on loads, or on kv against i);
 // N in [1, 300], tiles in [1, 80], chunks in [1, 9].
 //
-// The default run checks a fixed list of seeds in a few seconds. A longer campaign:
+// The default run checks a fixed list of seeds in a few seconds. A longer campaign (every seed
+// from NEPTUNE_FUZZ_SEED on, known-bad ones included; failures of known frontend bugs are labelled
+// "[known bug: ...]"):
 //   NEPTUNE_FUZZ_ITERATIONS=2000 [NEPTUNE_FUZZ_SEED=1] build/test/test_correctness_fuzz_fusion
 #include <doctest/doctest.h>
 
@@ -154,18 +156,21 @@ private:
         return st;
     }
 
-    static bool is_identity_init(const Stage &s) { return Halide::Internal::equal(s.f.value(), identity(s.red)); }
+    static bool is_identity_init(const Stage &s) { return HI::equal(s.f.value(), identity(s.red)); }
 
     Expr masked(const Expr &g, Red red) { return d_.chance(0.3) ? Halide::select(condition(), g, identity(red)) : g; }
 
+    // A mask condition. Draws are sequenced one per statement, so a seed means the same chain
+    // whatever order a compiler evaluates operands in.
     Expr condition() {
         const Expr kv = kv_.x;
-        switch (d_.range(0, 4)) {
-        case 0: return kv <= i_ * d_.range(1, 40) + d_.range(-3, 5);  // causal-like; some rows fully masked
-        case 1: return kv >= d_.range(0, 40);                          // a masked prefix
-        case 2: return kv % d_.range(2, 4) == 0;
-        case 3: return s_.x(kv, i_) > d_.uniform(-1.5f, 1.5f);
-        default: return kv > i_ * 7 - d_.range(0, 10) && kv <= i_ * 7 + d_.range(0, 30);  // a window
+        const int kind = d_.range(0, 4), a = d_.range(0, 40), b = d_.range(-3, 30);
+        switch (kind) {
+        case 0: return kv <= i_ * (a + 1) + b / 6;        // causal-like; some rows fully masked
+        case 1: return kv >= a;                           // a masked prefix
+        case 2: return kv % (2 + a % 3) == 0;
+        case 3: return s_.x(kv, i_) > float(b) / 20.0f;  // on the data
+        default: return kv > i_ * 7 - a / 4 && kv <= i_ * 7 + b;  // a window; may be empty
         }
     }
 
@@ -431,10 +436,10 @@ void run_chain(uint64_t seed, Stats &stats) {
 }
 
 // The default run: seeds 1..80, less those that hit a known frontend bug (reported, not fixed
-// here): 17, 23, 64 and 65 give a producer an initial value other than its reducer's identity,
+// here): 23, 42, 54 and 65 give a producer an initial value other than its reducer's identity,
 // which the fused targets never see (they read the partial producer without it).
 constexpr uint64_t default_chains = 80;
-const std::set<uint64_t> known_bad_seeds = {17, 23, 64, 65};
+const std::set<uint64_t> known_bad_seeds = {};
 
 uint64_t env_or(const char *name, uint64_t fallback) {
     const char *v = std::getenv(name);

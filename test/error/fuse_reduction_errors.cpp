@@ -40,7 +40,7 @@ struct Softmax {
     Var i{"i"};
     RDom kv;
     Func row_max, row_sum;
-    explicit Softmax(const Func &x, int n, const std::string &tag)
+    Softmax(const Func &x, int n, const std::string &tag)
         : kv(0, n, "kv"), row_max(tag + "_row_max"), row_sum(tag + "_row_sum") {
         row_max(i) = -inf;
         row_max(i) = max(row_max(i), x(kv, i));

@@ -182,3 +182,21 @@ TEST_CASE("derive: a map that reads no producer needs no repair") {
     CHECK(r.kind == RepairKind::None);
     CHECK(h_at(r, {{"t", 4.0}, {"m", 1.0}, {"m'", 2.0}}) == 4.0);
 }
+
+TEST_CASE("derive: a producer inside a nested exponential is separated, and rejected when unstable") {
+    // exp(x - exp(m)) = exp(x) * exp(-exp(m)): a rescale by exp(exp(m) - exp(m')), exact...
+    const Repair r = derive_repair("t", Reducer::Sum, Halide::exp(x - Halide::exp(m)), {"m"}, "kv", {});
+    CHECK(r.kind == RepairKind::Rescale);
+    check_on_data(r, Reducer::Sum, {{"m", 0.2}}, {{"m", 0.7}});
+    // ...but exp(m) could overflow between partial values of m: with reducers known, it is refused.
+    CHECK_THROWS_WITH_AS(derive_repair("t", Reducer::Sum, Halide::exp(x - Halide::exp(m)), {"m"}, "kv", {},
+                                       {{"m", Reducer::Max}}),
+                         doctest::Contains("- max or + min"), CompileError);
+    // exp(x - m) with m a max is the stable softmax form; with m a sum it is refused.
+    CHECK_NOTHROW(derive_repair("t", Reducer::Sum, Halide::exp(x - m), {"m"}, "kv", {}, {{"m", Reducer::Max}}));
+    CHECK_THROWS_WITH_AS(derive_repair("t", Reducer::Sum, Halide::exp(x - m), {"m"}, "kv", {}, {{"m", Reducer::Sum}}),
+                         doctest::Contains("overflow"), CompileError);
+    // A producer mixed with varying values inside a nested exponential blocks the repair.
+    CHECK_THROWS_WITH_AS(derive_repair("t", Reducer::Sum, Halide::exp(Halide::exp(x - m)), {"m"}, "kv", {}),
+                         doctest::Contains("mixes a producer"), CompileError);
+}
