@@ -10,7 +10,7 @@ shape=${2:-1,8192}
 scripts/setup.sh
 build=${NEPTUNE_BUILD_DIR:-build}
 [ -f "$build/build.ninja" ] || meson setup "$build" -Dtests=enabled -Dwerror=true
-ninja -C "$build" neptune_bench
+ninja -C "$build" apps/neptune_bench/neptune_bench
 bench="$build/apps/neptune_bench/neptune_bench"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   "$bench" profile "$op" "$shape"
