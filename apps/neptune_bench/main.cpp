@@ -330,7 +330,7 @@ int main(int argc, char **argv) {
     profile->add_option("--seed", pa.seed, "random seed of the inputs")->capture_default_str();
     profile->add_option("--warps", pa.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
     profile->add_option("--block-n", pa.block_n, "keys per KV tile; 0 = 64 for prefill, 32 for decode")->capture_default_str();
-    profile->add_option("--min-blocks", pa.min_blocks, "blocks per SM the register allocation must allow; 0 = any")
+    profile->add_option("--min-blocks", pa.min_blocks, "blocks per SM the register allocation must allow; 0 = 3 for prefill, any for decode")
         ->capture_default_str();
     profile->add_option("--chunks", pa.chunks, "split-K chunks for decode; 0 = from the SM count")->capture_default_str();
     profile->add_option("--json", pa.json, "also write the results to this JSON file");
