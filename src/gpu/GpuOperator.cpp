@@ -112,6 +112,14 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     internal::OperatorLowering lowered = internal::lower_operator(inst, opt.warps, block_n, chunks, min_blocks);
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
+    // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
+    // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256).
+    for (tir::Kernel &k : m.program.kernels) {
+        if (k.min_blocks_per_sm <= 0 || k.shared_bytes == 0) continue;
+        const int fit = int(info.max_shared_per_block_optin > 0 ? (228 * 1024) / (k.shared_bytes + 1024) : 1);
+        k.min_blocks_per_sm = std::min(k.min_blocks_per_sm, fit);
+        if (k.min_blocks_per_sm < 2) k.min_blocks_per_sm = 0;
+    }
     m.ir_text = tir::to_string(m.program);
     m.source = internal::emit_cuda(m.program);
 
