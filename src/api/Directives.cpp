@@ -47,18 +47,27 @@ std::string FusedReduction::describe() const { return state_->plan.describe(); }
 
 const internal::FusedPlan &FusedReduction::plan() const { return state_->plan; }
 
+namespace {
+
+// Validates at once (errors surface at the directive, as Halide's do) and records the group.
+FusedReduction record(internal::FusionRequest req) {
+    auto s = std::make_shared<FusedReduction::State>();
+    s->plan = internal::build_fused_plan(req);
+    s->request = std::move(req);
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry().push_back(s);
+    return FusedReduction(s);
+}
+
+}  // namespace
+
 FusedReduction fuse_reduction(const std::vector<Halide::Func> &targets, const std::vector<Halide::Func> &producers,
                               const Halide::RVar &rvar) {
     internal::FusionRequest req;
     req.targets = targets;
     req.producers = producers;
     req.rvar = rvar.name();
-    auto s = std::make_shared<FusedReduction::State>();
-    s->request = req;
-    s->plan = internal::build_fused_plan(req);
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    registry().push_back(s);
-    return FusedReduction(s);
+    return record(std::move(req));
 }
 
 FusedReduction fuse_reduction(const std::vector<Halide::Func> &targets, const Halide::RVar &rvar) {
@@ -66,12 +75,7 @@ FusedReduction fuse_reduction(const std::vector<Halide::Func> &targets, const Ha
     req.targets = targets;
     req.discover = true;
     req.rvar = rvar.name();
-    auto s = std::make_shared<FusedReduction::State>();
-    s->request = req;
-    s->plan = internal::build_fused_plan(req);
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    registry().push_back(s);
-    return FusedReduction(s);
+    return record(std::move(req));
 }
 
 std::vector<Halide::Func> lower_to_cpu(const std::vector<Halide::Func> &outputs) {

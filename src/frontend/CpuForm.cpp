@@ -17,21 +17,7 @@ using Halide::Var;
 
 namespace {
 
-Expr combine(Reducer r, const Expr &a, const Expr &b) {
-    switch (r) {
-    case Reducer::Sum: return a + b;
-    case Reducer::Max: return Halide::max(a, b);
-    case Reducer::Min: return Halide::min(a, b);
-    }
-    return Expr();
-}
 
-// A max (min) producer that has seen only masked positions is -inf (+inf); read it as 0.
-Expr guard(Reducer r, const Expr &v) {
-    if (r == Reducer::Max) return Halide::select(v == reducer_identity(r), 0.0f, v);
-    if (r == Reducer::Min) return Halide::select(v == reducer_identity(r), 0.0f, v);
-    return v;
-}
 
 std::vector<Expr> element(const Func &f, std::vector<Expr> args, size_t n) {
     std::vector<Expr> out;
@@ -145,7 +131,7 @@ private:
         for (const std::string &p : s.producers) bind[p] = producer_at(s, p, k_);
         std::vector<Expr> upd;
         const std::vector<Expr> cur = element(tile, at(args, k_), n);
-        for (size_t c = 0; c < n; c++) upd.push_back(combine(s.reducer, cur[c], HI::substitute(bind, s.repair.maps[c])));
+        for (size_t c = 0; c < n; c++) upd.push_back(reducer_combine(s.reducer, cur[c], HI::substitute(bind, s.repair.maps[c])));
         define(tile, at(args, k_), upd);
 
         // 2. The carried state: first tile peeled, then repair-and-accumulate.
@@ -161,14 +147,14 @@ private:
         const std::vector<Expr> prev = element(state, at(args, rk.x - 1), n);
         const std::vector<Expr> here = element(tile, at(args, rk.x), n);
         std::vector<Expr> next;
-        for (size_t c = 0; c < n; c++) next.push_back(combine(s.reducer, repaired(s, c, prev, r_old, r_new), here[c]));
+        for (size_t c = 0; c < n; c++) next.push_back(reducer_combine(s.reducer, repaired(s, c, prev, r_old, r_new), here[c]));
         define(state, at(args, rk.x), next);
 
         // The value later stages read after tile k: the initial value folded in, guarded. A sum read by
         // a companion repair is extrapolated to the whole domain (sum * N / positions seen), e.g. a running
         // mean rather than a partial sum over N: the repair is exact for any value, and its companions
         // then expand around a value close to the final one, as Chan's update does (FUSION.md §11.4).
-        Expr value_k = combine(s.reducer, s.init, element(state, at(args, k_), n)[0]);
+        Expr value_k = reducer_combine(s.reducer, s.init, element(state, at(args, k_), n)[0]);
         if (s.reducer == Reducer::Sum && read_by_companions(s.name)) {
             const Expr first = split ? Expr(p_) * per_chunk_ * T : Expr(0);
             const Expr seen = Halide::clamp(plan_.rextent - first, 0, (Expr(k_) + 1) * T);
@@ -177,7 +163,7 @@ private:
                                      value_k);
         }
         Func partial(s.name + "_partial");
-        partial(at(args, k_)) = guard(s.reducer, value_k);
+        partial(at(args, k_)) = guarded_producer(s.reducer, value_k);
         partial_[s.name] = partial;
 
         // 3. The stage's value over the whole domain: the last tile's state, or the combine of chunks.
@@ -196,15 +182,15 @@ private:
             const std::vector<Expr> chunk = element(state, at(args, last, rp.x), n);
             const std::vector<Expr> acc = element(comb, args, n);
             std::vector<Expr> merged;
-            for (size_t c = 0; c < n; c++) merged.push_back(combine(s.reducer, acc[c], repaired(s, c, chunk, c_old, c_new)));
+            for (size_t c = 0; c < n; c++) merged.push_back(reducer_combine(s.reducer, acc[c], repaired(s, c, chunk, c_old, c_new)));
             define(comb, args, merged);
             value = element(comb, args, n)[0];
             Func cg(s.name + "_combined_guarded");
-            cg(args) = guard(s.reducer, combine(s.reducer, s.init, value));
+            cg(args) = guarded_producer(s.reducer, reducer_combine(s.reducer, s.init, value));
             combined_guard_[s.name] = cg;
         }
         Func fused(s.name + "_fused");
-        fused(args) = combine(s.reducer, s.init, value);
+        fused(args) = reducer_combine(s.reducer, s.init, value);
         finals_[s.name] = fused;
     }
 

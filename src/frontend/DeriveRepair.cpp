@@ -31,6 +31,20 @@ Expr reducer_identity(Reducer r) {
     return Expr();
 }
 
+Expr reducer_combine(Reducer r, const Expr &a, const Expr &b) {
+    switch (r) {
+    case Reducer::Sum: return a + b;
+    case Reducer::Max: return Halide::max(a, b);
+    case Reducer::Min: return Halide::min(a, b);
+    }
+    return Expr();
+}
+
+Expr guarded_producer(Reducer r, const Expr &v) {
+    if (r == Reducer::Sum) return v;
+    return Halide::select(v == reducer_identity(r), 0.0f, v);
+}
+
 const char *repair_kind_name(RepairKind k) {
     switch (k) {
     case RepairKind::None: return "none";

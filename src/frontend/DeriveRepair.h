@@ -38,6 +38,12 @@ enum class Reducer { Sum, Max, Min };
 const char *reducer_name(Reducer r);
 /** The identity of the reducer: 0, -inf or +inf. */
 Halide::Expr reducer_identity(Reducer r);
+/** reducer(a, b): a + b, max(a, b) or min(a, b). */
+Halide::Expr reducer_combine(Reducer r, const Halide::Expr &a, const Halide::Expr &b);
+/** A producer value as fused stages read it: a max (min) still at its identity, i.e. one that has
+ * seen only masked positions, reads as 0 (FUSION.md §8); sums read as they are. The repairs are exact
+ * for any producer values, so this only keeps -inf - (-inf) out of exponents. */
+Halide::Expr guarded_producer(Reducer r, const Halide::Expr &v);
 
 enum class RepairKind { None, Rescale, Shift, Taylor };
 const char *repair_kind_name(RepairKind k);

@@ -28,20 +28,7 @@ Expr strip_casts(Expr e) {
     return e;
 }
 
-// A guarded producer value: a max (min) that has seen only masked keys reads as 0 (FUSION.md §8).
-Expr guard(Reducer r, const Expr &v) {
-    if (r == Reducer::Sum) return v;
-    return Halide::select(v == reducer_identity(r), 0.0f, v);
-}
 
-Expr combine(Reducer r, const Expr &a, const Expr &b) {
-    switch (r) {
-    case Reducer::Sum: return a + b;
-    case Reducer::Max: return Halide::max(a, b);
-    case Reducer::Min: return Halide::min(a, b);
-    }
-    return Expr();
-}
 
 class Builder {
 public:
@@ -421,8 +408,8 @@ private:
             std::map<std::string, Expr> prod_new, prod_old;
             for (size_t p = 0; p < si.producers.size(); p++) {
                 const Reducer pr = stage_named(si.producers[p]).st->reducer;
-                prod_new[si.producers[p]] = guard(pr, fvar(si.producers[p] + "_new"));
-                prod_old[si.producers[p]] = guard(pr, fvar(si.producers[p]));
+                prod_new[si.producers[p]] = guarded_producer(pr, fvar(si.producers[p] + "_new"));
+                prod_old[si.producers[p]] = guarded_producer(pr, fvar(si.producers[p]));
             }
             const Expr term = bind(HI::substitute(prod_new, si.term), cols);
             // The repair of the carried state: new = shift + coeff * old.
@@ -527,8 +514,8 @@ private:
             if (HI::equal(init, reducer_identity(si.st->reducer)) || (si.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
                 continue;
             if (!HI::is_const(init)) fail(si.name + "'s initial value must be a constant");
-            b.push_back(si.tile ? make_map(si.name, combine(si.st->reducer, init, fvar(si.name)))
-                                : make_row_map(si.name, combine(si.st->reducer, init, fvar(si.name)), "initial value"));
+            b.push_back(si.tile ? make_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)))
+                                : make_row_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)), "initial value"));
         }
         for (const OutputInfo &o : outs_) {
             const std::string v = "o_" + o.tensor;
@@ -648,8 +635,8 @@ private:
                 const Reducer pr = stage_named(pn).st->reducer;
                 k.values[pn + "_p"] = row_vec();
                 step.push_back(make_row_load(pn + "_p", "ws_" + pn, chunk_row0, Expr(1), valid, 0.0f));
-                rb[si.st->producers[p]] = guard(pr, fvar(pn + "_p"));
-                rb[sym::Context::primed(si.st->producers[p])] = guard(pr, fvar(pn));
+                rb[si.st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
+                rb[sym::Context::primed(si.st->producers[p])] = guarded_producer(pr, fvar(pn));
             }
             Expr scale = si.st->repair.coeff[0][0], shift = si.st->repair.shift[0];
             scale = scale.defined() ? bind(HI::substitute(rb, scale), rows) : Expr(1.0f);
@@ -670,7 +657,7 @@ private:
                 if (shift.defined()) repaired = repaired + shift;
                 repaired = Halide::select(fvar(part) == Expr(id), fvar(part), repaired);  // h(identity) = identity
                 if (si.producers.empty()) repaired = fvar(part);
-                step.push_back(make_row_map(si.name, combine(si.st->reducer, fvar(si.name), repaired),
+                step.push_back(make_row_map(si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired),
                                             si.producers.empty() ? "" : "repair of chunk p"));
             }
             body.push_back(make_loop("p", Expr(0), ivar("chunks"), {si.name}, step));
