@@ -292,6 +292,39 @@ int cmd_profile(const ProfileArgs &a, const char *argv0) {
     return 0;
 }
 
+struct EmitArgs {
+    std::string op, shape = "1,8192", arch = "sm_90", out;
+    int warps = 0, block_n = 0, chunks = 0, min_blocks = 0;
+};
+
+int cmd_emit(const EmitArgs &a) {
+    const OperatorSpec spec = lookup(a.op);
+    const auto [batch, seq] = parse_shape(a.shape);
+    const OperatorInstance inst = instantiate(spec, batch, seq);
+    GpuOptions go;
+    go.warps = a.warps;
+    go.block_n = a.block_n;
+    go.chunks = a.chunks;
+    go.min_blocks = a.min_blocks;
+    const EmittedOperator e = emit_operator(inst, go, a.arch);
+    if (!a.out.empty()) {
+        std::system(("mkdir -p '" + a.out + "'").c_str());
+        std::ofstream(a.out + "/" + spec.name + ".tir") << e.tile_program;
+        std::ofstream(a.out + "/" + spec.name + ".cu") << e.cuda;
+        std::ofstream(a.out + "/" + spec.name + ".ptx") << e.ptx;
+        std::ofstream(a.out + "/" + spec.name + ".ptxas.txt") << e.ptxas_log;
+        fmt::print("wrote {0}/{1}.tir, .cu, .ptx and .ptxas.txt\n", a.out, spec.name);
+    } else {
+        fmt::print("{}\n{}\n", e.tile_program, e.cuda);
+    }
+    fmt::print("{:<26} {:>9} {:>12} {:>12} {:>11} {:>7}   ({}, nvcc -Xptxas -v)\n", "kernel", "registers", "shared (B)",
+               "spill stores", "spill loads", "stack", a.arch);
+    for (const KernelResources &r : e.resources)
+        fmt::print("{:<26} {:>9} {:>12} {:>12} {:>11} {:>7}\n", r.kernel, r.registers, r.shared_bytes, r.spill_stores,
+                   r.spill_loads, r.stack_bytes);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -339,11 +372,26 @@ int main(int argc, char **argv) {
     profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only");
     profile->add_flag("--dump", pa.dump, "print the tile program and the CUDA source");
 
+    EmitArgs ea;
+    CLI::App *emit = app.add_subcommand(
+        "emit", "Without a GPU: lower an operator and print or write its tile program, CUDA source, PTX (NVRTC) "
+                "and ptxas resource report (nvcc)");
+    emit->add_option("OP", ea.op, "operator name (see list)")->required();
+    emit->add_option("SHAPE", ea.shape, "B,S: batch,seq")->capture_default_str();
+    emit->add_option("--arch", ea.arch, "sm_80, sm_90 or sm_90a")->capture_default_str();
+    emit->add_option("--out", ea.out, "write OP.tir, OP.cu, OP.ptx and OP.ptxas.txt into this folder");
+    emit->add_option("--warps", ea.warps, "warps per block; 0 = default")->capture_default_str();
+    emit->add_option("--block-n", ea.block_n, "keys per KV tile; 0 = default")->capture_default_str();
+    emit->add_option("--chunks", ea.chunks, "split-K chunks for decode; 0 = 4")->capture_default_str();
+    emit->add_option("--min-blocks", ea.min_blocks, "blocks per SM for the register allocator; 0 = no cap")
+        ->capture_default_str();
+
     try {
         app.parse(argc, argv);
         if (app.got_subcommand("list")) return cmd_list();
         if (app.got_subcommand("check")) return cmd_check(ca);
         if (app.got_subcommand("profile")) return cmd_profile(pa, argv[0]);
+        if (app.got_subcommand("emit")) return cmd_emit(ea);
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     } catch (const std::invalid_argument &e) {

@@ -1,7 +1,9 @@
 #include "gpu/GpuOperator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -50,6 +52,33 @@ int choose_chunks(int64_t blocks, int64_t tiles, int sms) {
 }  // namespace
 
 bool gpu_available() { return neptune_cuda_available() == 1; }
+
+EmittedOperator emit_operator(const OperatorInstance &inst, const GpuOptions &opt, const std::string &arch) {
+    const bool decode = inst.spec.attention.decode;
+    const int block_n = opt.block_n ? opt.block_n : (decode ? 32 : 64);
+    internal::OperatorLowering l =
+        internal::lower_operator(inst, opt.warps, block_n, opt.chunks ? opt.chunks : 4, opt.min_blocks);
+    EmittedOperator e;
+    e.tile_program = tir::to_string(l.program);
+    e.cuda = internal::emit_cuda(l.program);
+    internal::NvrtcOptions no;
+    no.arch = arch;
+    no.headers = internal::device_headers();
+    e.ptx = internal::nvrtc_compile(e.cuda, inst.spec.name + ".cu", no).ptx;
+    // nvcc reads headers from disk: write the embedded device library to a temporary folder.
+    char dir[] = "/tmp/neptune_headersXXXXXX";
+    if (!mkdtemp(dir)) throw std::runtime_error("emit_operator: cannot create a temporary folder");
+    const std::string root = dir;
+    std::system(("mkdir -p " + root + "/neptune/device").c_str());
+    for (const auto &[name, text] : internal::device_headers()) std::ofstream(root + "/" + name) << text;
+    e.ptxas_log = internal::nvcc_compile(e.cuda, inst.spec.name, arch, {root}).log;
+    std::system(("rm -rf " + root).c_str());
+    for (const tir::Kernel &k : l.program.kernels) {
+        const internal::ResourceUsage u = internal::parse_ptxas_report(e.ptxas_log, k.name);
+        e.resources.push_back({k.name, u.registers, u.shared_bytes, u.spill_stores, u.spill_loads, u.stack_bytes});
+    }
+    return e;
+}
 
 struct GpuOperator::Impl {
     OperatorInstance inst;

@@ -49,6 +49,20 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+/** One operator's kernels compiled ahead of time, with no GPU needed: the tile program, the CUDA
+ * source, PTX (NVRTC) and ptxas's resource report per kernel (nvcc -Xptxas -v). */
+struct KernelResources {
+    std::string kernel;
+    int registers = -1, shared_bytes = -1, spill_stores = -1, spill_loads = -1, stack_bytes = -1;
+};
+struct EmittedOperator {
+    std::string tile_program, cuda, ptx, ptxas_log;
+    std::vector<KernelResources> resources;
+};
+/** `arch` is sm_80, sm_90 or sm_90a. Decode uses opt.chunks (4 when 0); prefill uses opt.min_blocks as
+ * given (0: no register cap). Throws CompileError for operators the backend cannot lower. */
+EmittedOperator emit_operator(const OperatorInstance &inst, const GpuOptions &opt, const std::string &arch);
+
 /** True when a CUDA device is usable (the driver opens and reports a device). */
 bool gpu_available();
 

@@ -46,7 +46,7 @@ TEST_CASE("bench cli: malformed shapes are rejected with the expected form") {
 }
 
 TEST_CASE("bench cli: every subcommand has --help, and a missing subcommand is an error") {
-    for (const char *sub : {"", "list ", "check ", "profile "}) {
+    for (const char *sub : {"", "list ", "check ", "profile ", "emit "}) {
         const Outcome o = run_bench(std::string(sub) + "--help");
         INFO(sub << ": " << o.output);
         CHECK(o.status == 0);
@@ -71,4 +71,13 @@ TEST_CASE("bench cli: check runs the CPU path and reports max and RMS errors") {
     CHECK(o.status == 0);
     CHECK(o.output.find("rel rms") != std::string::npos);
     CHECK(o.output.find("check passed") != std::string::npos);
+}
+
+TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas resources") {
+    const Outcome o = run_bench("emit decode_causal 1,100 --arch sm_90");
+    INFO(o.output);
+    CHECK(o.status == 0);
+    CHECK(o.output.find("neptune_split_k_partial") != std::string::npos);
+    CHECK(o.output.find("registers") != std::string::npos);
+    CHECK(run_bench("emit softmax 4,100").output.find("lowers attention operators") != std::string::npos);
 }

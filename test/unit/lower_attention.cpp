@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "codegen/CodeGenCuda.h"
+#include "gpu/GpuOperator.h"
 #include "lower/LowerOperator.h"
 #include "runtime/Compile.h"
 #include "tir/IR.h"
@@ -51,4 +52,21 @@ TEST_CASE("lower: causal and windowed masks narrow the KV loop and mask only par
     CHECK(causal.find("for j in [0, min(") != std::string::npos);
     const std::string global = tir::to_string(lower(*find_operator("prefill_global")));
     CHECK(global.find("for j in [0, ") != std::string::npos);
+}
+
+TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80 and sm_90 without spills (ptxas report)") {
+    for (const char *name : {"prefill_causal", "decode_gqa"})
+        for (const char *arch : {"sm_80", "sm_90"}) {
+            const EmittedOperator e = emit_operator(instantiate(*find_operator(name), 1, 4096), GpuOptions{}, arch);
+            INFO(std::string(name) << " " << std::string(arch) << "\n" << e.ptxas_log);
+            CHECK(e.ptx.find(".entry") != std::string::npos);
+            REQUIRE(!e.resources.empty());
+            for (const KernelResources &r : e.resources) {
+                MESSAGE(std::string(name) << " " << std::string(arch) << " " << r.kernel << ": " << r.registers << " registers, "
+                             << r.spill_stores << " B spill stores, " << r.stack_bytes << " B stack");
+                CHECK(r.registers > 0);
+                CHECK(r.spill_stores == 0);
+                CHECK(r.spill_loads == 0);
+            }
+        }
 }
