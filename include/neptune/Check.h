@@ -38,6 +38,10 @@ struct CheckResult {
     std::vector<OutputCheck> outputs;
 };
 
+/** Each output of `actual` against `expected` over the rows of `runs`. */
+std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::vector<RowRun> &runs,
+                                      const std::vector<HostTensor> &actual, const std::vector<HostTensor> &expected);
+
 /** Runs the plain Halide algorithm of inst.spec on the CPU and compares it with the fp64 reference. */
 CheckResult check_algorithm_on_cpu(const OperatorInstance &inst, const CheckOptions &options = {});
 

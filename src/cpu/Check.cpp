@@ -39,9 +39,7 @@ std::vector<RowRun> choose_rows(const OperatorInstance &inst, double work_budget
     return runs;
 }
 
-namespace {
-
-std::vector<OutputCheck> compare_runs(const OperatorInstance &inst, const std::vector<RowRun> &runs,
+std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::vector<RowRun> &runs,
                                       const std::vector<HostTensor> &actual, const std::vector<HostTensor> &expected) {
     std::vector<OutputCheck> out;
     for (size_t o = 0; o < inst.outputs.size(); o++) {
@@ -54,8 +52,6 @@ std::vector<OutputCheck> compare_runs(const OperatorInstance &inst, const std::v
     }
     return out;
 }
-
-}  // namespace
 
 std::string FusedVariant::name() const {
     return split_k ? "split-K, " + std::to_string(chunks) + " chunks, tile " + std::to_string(tile)
@@ -89,9 +85,9 @@ FusedCheckResult check_fused_on_cpu(const OperatorInstance &given, const FusedVa
         reference::compute_rows(inst, inputs, ref, r.first, r.second);
         result.rows_checked += r.second;
     }
-    result.vs_reference = compare_runs(inst, result.runs, f, ref);
-    result.unfused_vs_reference = compare_runs(inst, result.runs, a, ref);
-    result.vs_unfused = compare_runs(inst, result.runs, f, a);
+    result.vs_reference = compare_rows(inst, result.runs, f, ref);
+    result.unfused_vs_reference = compare_rows(inst, result.runs, a, ref);
+    result.vs_unfused = compare_rows(inst, result.runs, f, a);
     return result;
 }
 
@@ -109,7 +105,7 @@ CheckResult check_algorithm_on_cpu(const OperatorInstance &inst, const CheckOpti
         reference::compute_rows(inst, inputs, expected, r.first, r.second);
         result.rows_checked += r.second;
     }
-    result.outputs = compare_runs(inst, result.runs, actual, expected);
+    result.outputs = compare_rows(inst, result.runs, actual, expected);
     return result;
 }
 
