@@ -30,6 +30,25 @@ Expr strip_casts(Expr e) {
 
 
 
+// guard(guard(x)) = guard(x): a user's safe max under the lowering's own guard reads once.
+Expr collapse_guards(const Expr &e) {
+    class Collapse : public HI::IRMutator {
+    public:
+        using HI::IRMutator::visit;
+        Expr visit(const HI::Select *op) override {
+            const Expr t = mutate(op->true_value), f = mutate(op->false_value), c = mutate(op->condition);
+            const HI::EQ *eq = c.as<HI::EQ>();
+            const HI::Select *inner = f.as<HI::Select>();
+            if (eq && inner && HI::equal(eq->a, f) && HI::equal(t, inner->true_value) &&
+                HI::equal(eq->b, inner->condition.as<HI::EQ>() ? inner->condition.as<HI::EQ>()->b : Expr()) &&
+                HI::is_const(t))
+                return f;
+            return Halide::select(c, t, f);
+        }
+    } col;
+    return col.mutate(e);
+}
+
 class Builder {
 public:
     Builder(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt)
@@ -411,7 +430,7 @@ private:
                 prod_new[si.producers[p]] = guarded_producer(pr, fvar(si.producers[p] + "_new"));
                 prod_old[si.producers[p]] = guarded_producer(pr, fvar(si.producers[p]));
             }
-            const Expr term = bind(HI::substitute(prod_new, si.term), cols);
+            const Expr term = collapse_guards(bind(HI::substitute(prod_new, si.term), cols));
             // The repair of the carried state: new = shift + coeff * old.
             Expr scale, shift;
             if (!si.producers.empty()) {
@@ -421,8 +440,9 @@ private:
                     rb[sym::Context::primed(st.producers[p])] = prod_new[si.producers[p]];
                 }
                 if (st.repair.coeff[0][0].defined() && !HI::is_const_one(st.repair.coeff[0][0]))
-                    scale = bind(HI::substitute(rb, st.repair.coeff[0][0]), rows);
-                if (st.repair.shift[0].defined()) shift = bind(HI::substitute(rb, st.repair.shift[0]), rows);
+                    scale = collapse_guards(bind(HI::substitute(rb, st.repair.coeff[0][0]), rows));
+                if (st.repair.shift[0].defined())
+                    shift = collapse_guards(bind(HI::substitute(rb, st.repair.shift[0]), rows));
             }
             std::string term_tile = "s";
             if (!HI::equal(term, fvar("s"))) {
@@ -435,7 +455,8 @@ private:
                     bool later = false;
                     for (size_t i = this_stage + 1; i < stages_.size(); i++)
                         later = later || (HI::expr_uses_var(stages_[i].term, "s") &&
-                                          sym::pretty(bind(HI::substitute(prod_new, stages_[i].term), cols)) != key);
+                                          sym::pretty(collapse_guards(bind(HI::substitute(prod_new, stages_[i].term),
+                                                                           cols))) != key);
                     term_tile = later || this_stage > last_s_reader ? "p" + std::to_string(tiles_by_term.size()) : "s";
                     if (term_tile != "s") k.values[term_tile] = acc_tile(bn());
                     b.push_back(make_map(term_tile, term, "term of " + si.name));
@@ -639,7 +660,7 @@ private:
                 rb[sym::Context::primed(si.st->producers[p])] = guarded_producer(pr, fvar(pn));
             }
             Expr scale = si.st->repair.coeff[0][0], shift = si.st->repair.shift[0];
-            scale = scale.defined() ? bind(HI::substitute(rb, scale), rows) : Expr(1.0f);
+            scale = scale.defined() ? collapse_guards(bind(HI::substitute(rb, scale), rows)) : Expr(1.0f);
             if (shift.defined()) shift = bind(HI::substitute(rb, shift), rows);
             const std::string part = si.name + "_p";
             const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
