@@ -150,7 +150,8 @@ int cmd_check(const CheckArgs &a) {
 struct ProfileArgs {
     std::string op, shape = "1,8192", json, baselines, impls = "sdpa_flash,sdpa_cudnn,sdpa_efficient,flex";
     uint64_t seed = 20261129;
-    int repeat = 30, warps = 0, block_n = 0, chunks = 0, min_blocks = 0;
+    int repeat = 30;
+    GpuOptions gpu;
     bool dump = false, no_baselines = false;
 };
 
@@ -181,11 +182,7 @@ int cmd_profile(const ProfileArgs &a, const char *argv0) {
                            "the CPU path.\n", neptune_last_error(), spec.name, batch, seq);
         return 3;
     }
-    GpuOptions go;
-    go.warps = a.warps;
-    go.block_n = a.block_n;
-    go.chunks = a.chunks;
-    go.min_blocks = a.min_blocks;
+    const GpuOptions &go = a.gpu;
     fmt::print("profile {} at {},{} on the GPU\n", spec.name, batch, seq);
     GpuOperator op(inst, go);
     if (a.dump) fmt::print("{}\n{}\n", op.tile_program(), op.cuda_source());
@@ -292,19 +289,14 @@ int cmd_profile(const ProfileArgs &a, const char *argv0) {
 
 struct EmitArgs {
     std::string op, shape = "1,8192", arch = "sm_90", out;
-    int warps = 0, block_n = 0, chunks = 0, min_blocks = 0;
+    GpuOptions gpu;
 };
 
 int cmd_emit(const EmitArgs &a) {
     const OperatorSpec spec = lookup(a.op);
     const auto [batch, seq] = parse_shape(a.shape);
     const OperatorInstance inst = instantiate(spec, batch, seq);
-    GpuOptions go;
-    go.warps = a.warps;
-    go.block_n = a.block_n;
-    go.chunks = a.chunks;
-    go.min_blocks = a.min_blocks;
-    const EmittedOperator e = emit_operator(inst, go, a.arch);
+    const EmittedOperator e = emit_operator(inst, a.gpu, a.arch);
     if (!a.out.empty()) {
         std::system(("mkdir -p '" + a.out + "'").c_str());
         std::ofstream(a.out + "/" + spec.name + ".tir") << e.tile_program;
@@ -321,6 +313,18 @@ int cmd_emit(const EmitArgs &a) {
         fmt::print("{:<26} {:>9} {:>12} {:>12} {:>11} {:>7}\n", r.kernel, r.registers, r.shared_bytes, r.spill_stores,
                    r.spill_loads, r.stack_bytes);
     return 0;
+}
+
+// The tile parameters profile and emit share; the defaults of 0 differ (see GpuOptions, emit_operator).
+void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_default,
+                        const std::string &min_blocks_default) {
+    sub->add_option("--warps", o.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
+    sub->add_option("--block-n", o.block_n, "keys per KV tile; 0 = 64 for prefill, 32 for decode")
+        ->capture_default_str();
+    sub->add_option("--chunks", o.chunks, "split-K chunks for decode; 0 = " + chunks_default)->capture_default_str();
+    sub->add_option("--min-blocks", o.min_blocks,
+                    "blocks per SM the register allocation must allow; 0 = " + min_blocks_default)
+        ->capture_default_str();
 }
 
 }  // namespace
@@ -359,11 +363,7 @@ int main(int argc, char **argv) {
     profile->add_option("SHAPE", pa.shape, "B,S: batch,seq")->capture_default_str();
     profile->add_option("--repeat", pa.repeat, "timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
     profile->add_option("--seed", pa.seed, "random seed of the inputs")->capture_default_str();
-    profile->add_option("--warps", pa.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
-    profile->add_option("--block-n", pa.block_n, "keys per KV tile; 0 = 64 for prefill, 32 for decode")->capture_default_str();
-    profile->add_option("--min-blocks", pa.min_blocks, "blocks per SM the register allocation must allow; 0 = 3 for prefill, any for decode")
-        ->capture_default_str();
-    profile->add_option("--chunks", pa.chunks, "split-K chunks for decode; 0 = from the SM count")->capture_default_str();
+    add_kernel_options(profile, pa.gpu, "from the SM count", "3 for prefill, any for decode");
     profile->add_option("--json", pa.json, "also write the results to this JSON file");
     profile->add_option("--baselines", pa.baselines, "the baseline driver (default: apps/neptune_bench/baselines.py)");
     profile->add_option("--impl", pa.impls, "baselines to run")->capture_default_str();
@@ -378,11 +378,7 @@ int main(int argc, char **argv) {
     emit->add_option("SHAPE", ea.shape, "B,S: batch,seq")->capture_default_str();
     emit->add_option("--arch", ea.arch, "sm_80, sm_90 or sm_90a")->capture_default_str();
     emit->add_option("--out", ea.out, "write OP.tir, OP.cu, OP.ptx and OP.ptxas.txt into this folder");
-    emit->add_option("--warps", ea.warps, "warps per block; 0 = default")->capture_default_str();
-    emit->add_option("--block-n", ea.block_n, "keys per KV tile; 0 = default")->capture_default_str();
-    emit->add_option("--chunks", ea.chunks, "split-K chunks for decode; 0 = 4")->capture_default_str();
-    emit->add_option("--min-blocks", ea.min_blocks, "blocks per SM for the register allocator; 0 = no cap")
-        ->capture_default_str();
+    add_kernel_options(emit, ea.gpu, "4", "no register cap");
 
     try {
         app.parse(argc, argv);

@@ -3,6 +3,7 @@
 // rows whose maximum rises along the keys; rows with no visible key.
 #include <doctest/doctest.h>
 
+#include "SmallShapes.h"
 #include "neptune/Check.h"
 #include "neptune/HalideCpu.h"
 
@@ -10,34 +11,10 @@ using namespace neptune;
 
 namespace {
 
-struct Case {
-    int64_t batch, seq;
-    int head_dim = 128;
-    DType dtype = DType::F16;
-    InputStyle style = InputStyle::Normal;
-    int64_t seq_q = 0;  // attention: more query rows than keys gives fully masked rows
-    int window = 0;     // windowed attention: override the window
-};
-
-// Fewer heads than the benchmark uses (same grouping ratio), so the CPU run stays short.
-OperatorSpec scaled(const OperatorSpec &op, const Case &c) {
-    OperatorSpec s = op;
-    s.dtype = c.dtype;
-    AttentionSpec &a = s.attention;
-    const int group = a.q_heads / a.kv_heads;
-    a.kv_heads = std::max(1, a.kv_heads / 8);
-    a.q_heads = a.kv_heads * group;
-    a.head_dim_qk = c.head_dim;
-    a.head_dim_v = c.head_dim == 96 ? 64 : c.head_dim;  // QK and V head dims may differ
-    a.seq_q = c.seq_q;
-    if (c.window) a.window = c.window;
-    s.features = 32;
-    s.matmul_n = 48;
-    return s;
-}
+using Case = testing::ShapeCase;
 
 void run_case(const OperatorSpec &op, const Case &c) {
-    const OperatorInstance inst = instantiate(scaled(op, c), c.batch, c.seq);
+    const OperatorInstance inst = instantiate(testing::shrink(op, c, 8, 64, 32, 48), c.batch, c.seq);
     CheckOptions opt;
     opt.style = c.style;
     opt.work_budget = 6e7;

@@ -4,39 +4,17 @@
 // fully masked rows; rows whose maximum rises across tiles.
 #include <doctest/doctest.h>
 
+#include "SmallShapes.h"
 #include "neptune/Check.h"
 
 using namespace neptune;
 
 namespace {
 
-struct Case {
-    int64_t batch, seq;
-    int head_dim = 128;
-    DType dtype = DType::F16;
-    InputStyle style = InputStyle::Normal;
-    int64_t seq_q = 0;
-    int window = 0;
-};
-
-OperatorSpec scaled(const OperatorSpec &op, const Case &c) {
-    OperatorSpec s = op;
-    s.dtype = c.dtype;
-    AttentionSpec &a = s.attention;
-    const int group = a.q_heads / a.kv_heads;
-    a.kv_heads = std::max(1, a.kv_heads / 16);
-    a.q_heads = a.kv_heads * std::min(group, 4);
-    a.head_dim_qk = c.head_dim;
-    a.head_dim_v = c.head_dim == 96 ? 64 : c.head_dim;
-    a.seq_q = c.seq_q;
-    if (c.window) a.window = c.window;
-    s.features = 24;
-    s.matmul_n = 40;
-    return s;
-}
+using Case = testing::ShapeCase;
 
 void run(const OperatorSpec &op, const Case &c, const FusedVariant &v) {
-    const OperatorInstance inst = instantiate(scaled(op, c), c.batch, c.seq);
+    const OperatorInstance inst = instantiate(testing::shrink(op, c, 16, 4, 24, 40), c.batch, c.seq);
     CheckOptions opt;
     opt.style = c.style;
     opt.work_budget = 3e7;
