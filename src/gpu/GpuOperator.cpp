@@ -9,6 +9,7 @@
 
 #include "Halide.h"
 #include "codegen/CodeGenCuda.h"
+#include "lower/Lower.h"
 #include "lower/LowerOperator.h"
 #include "neptune/Error.h"
 #include "neptune/runtime/NeptuneRuntime.h"
@@ -40,13 +41,6 @@ int64_t eval_int(const Halide::Expr &e, const std::map<std::string, int64_t> &va
         throw InternalError("launch: cannot evaluate " + os.str());
     }
     return i->value;
-}
-
-// Split-K chunks (PERFORMANCE.md §6.2, simplified): about two blocks per SM, whole tiles per chunk.
-int choose_chunks(int64_t blocks, int64_t tiles, int sms) {
-    if (blocks >= sms) return int(std::min<int64_t>(tiles, blocks >= 2 * sms ? 1 : 2));
-    const int64_t want = (2 * int64_t(sms) + blocks - 1) / blocks;
-    return int(std::max<int64_t>(1, std::min<int64_t>({want, tiles, 64})));
 }
 
 }  // namespace
@@ -133,7 +127,7 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     int chunks = 1;
     if (a.decode) {
         const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
-        chunks = opt.chunks ? opt.chunks : choose_chunks(inst.batch * a.kv_heads, tiles, info.sm_count);
+        chunks = opt.chunks ? opt.chunks : internal::choose_split_chunks(inst.batch * a.kv_heads, tiles, info.sm_count);
     }
     // Prefill: cap registers for 3 blocks per SM (with the largest shared carveout, 3 x 68 KB fit);
     // measured +3 % on the H200 (docs/performance.md). Decode blocks are one warp and need no cap.

@@ -1,5 +1,6 @@
 #include "lower/Lower.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,30 @@ tir::Program each_kernel(tir::Program p, F f) {
 }
 
 }  // namespace
+
+const char *arch_name(GpuArch a) { return a == GpuArch::Sm90a ? "sm_90a" : "sm_80"; }
+
+LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group) {
+    LowerOptions o;
+    o.arch = arch;
+    o.dtype = dtype;
+    o.head_dim_qk = head_dim_qk;
+    o.head_dim_v = head_dim_v;
+    o.decode = decode;
+    // Prefill: 4 warps of 16 rows, 64-key tiles, capped for 3 blocks per SM (docs/performance.md).
+    // Decode: the query heads of a KV group are the rows; 32-key tiles keep buffers small.
+    o.warps = decode ? (group + 15) / 16 : 4;
+    o.block_n = decode ? 32 : 64;
+    o.min_blocks_per_sm = decode ? 0 : 3;
+    return o;
+}
+
+// PERFORMANCE.md §6.2, simplified: about two blocks per SM, whole tiles per chunk.
+int choose_split_chunks(int64_t blocks, int64_t tiles, int sms) {
+    if (blocks >= sms) return int(std::min<int64_t>(tiles, blocks >= 2 * sms ? 1 : 2));
+    const int64_t want = (2 * int64_t(sms) + blocks - 1) / blocks;
+    return int(std::max<int64_t>(1, std::min<int64_t>({want, tiles, 64})));
+}
 
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
     PassLog log;

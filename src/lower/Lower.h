@@ -13,7 +13,13 @@
 
 namespace neptune::internal {
 
+/** Which GPU family a tile program is lowered for: the MMA instructions, copies and warp roles
+ * differ (sm_80: mma.sync + cp.async; sm_90a: wgmma + TMA, warp-specialized). */
+enum class GpuArch { Sm80, Sm90a };
+const char *arch_name(GpuArch a);  // "sm_80", "sm_90a": the compilers' spelling
+
 struct LowerOptions {
+    GpuArch arch = GpuArch::Sm80;
     DType dtype = DType::F16;
     int head_dim_qk = 128, head_dim_v = 128;  // padded to multiples of 16 inside the kernel
     int warps = 4;                            // 16 query rows per warp: block_m = 16 * warps
@@ -22,6 +28,13 @@ struct LowerOptions {
     bool decode = false;                      // one query row per head: rows are the heads of a KV group
     int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
 };
+
+/** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
+ * the query heads per KV head; `decode` one query row per head (split-K). */
+LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
+
+/** Split-K chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs. */
+int choose_split_chunks(int64_t blocks, int64_t tiles, int sms);
 
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are

@@ -12,14 +12,10 @@ OperatorLowering lower_operator(const OperatorInstance &inst, int warps, int blo
         throw CompileError(spec.name + ": the tile backend lowers attention operators for now");
     const AttentionSpec &a = spec.attention;
     const int group = a.q_heads / a.kv_heads;
-    LowerOptions lo;
-    lo.dtype = spec.dtype;
-    lo.head_dim_qk = a.head_dim_qk;
-    lo.head_dim_v = a.head_dim_v;
+    LowerOptions lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group);
     lo.block_n = block_n;
-    lo.decode = a.decode;
     lo.min_blocks_per_sm = min_blocks;
-    lo.warps = warps ? warps : (a.decode ? (group + 15) / 16 : 4);
+    if (warps) lo.warps = warps;
     if (a.decode && group > 16 * lo.warps)
         throw CompileError(spec.name + ": " + std::to_string(group) + " query heads per KV head need " +
                            std::to_string((group + 15) / 16) + " warps");
