@@ -32,7 +32,10 @@ int main() {
     // applies Neptune's schedule (fuse_reduction({acc, row_sum}, kv).rolling_update(32)), and runs
     // the lowering passes of src/lower/Lower.cpp, in order: build the tile program, skip masked
     // tiles, hoist row-invariant work, pipeline the loads, plan shared memory.
-    const internal::OperatorLowering lowered = internal::lower_operator(inst, 0, 32, 1);
+    internal::LoweringChoices choices;
+    choices.block_n = 32;
+    choices.chunks = 1;
+    const internal::OperatorLowering lowered = internal::lower_operator(inst, choices);
     const std::string text = tir::to_string(lowered.program);
     {
         // The whole program reads like the online-softmax recurrence. Things to find in it:

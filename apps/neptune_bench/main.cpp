@@ -325,6 +325,9 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
     sub->add_option("--min-blocks", o.min_blocks,
                     "blocks per SM the register allocation must allow; 0 = " + min_blocks_default)
         ->capture_default_str();
+    sub->add_option("--wgmma", o.wgmma, "sm_90a: 1 forces wgmma + TMA, 0 keeps mma.sync, -1 = by shape")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
 }
 
 }  // namespace
@@ -364,6 +367,7 @@ int main(int argc, char **argv) {
     profile->add_option("--repeat", pa.repeat, "timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
     profile->add_option("--seed", pa.seed, "random seed of the inputs")->capture_default_str();
     add_kernel_options(profile, pa.gpu, "from the SM count", "3 for prefill, any for decode");
+    profile->add_option("--arch", pa.gpu.arch, "sm_80 (mma.sync) or sm_90a (wgmma + TMA); default: the device's");
     profile->add_option("--json", pa.json, "also write the results to this JSON file");
     profile->add_option("--baselines", pa.baselines, "the baseline driver (default: apps/neptune_bench/baselines.py)");
     profile->add_option("--impl", pa.impls, "baselines to run")->capture_default_str();

@@ -129,8 +129,8 @@ public:
     explicit Emitter(const Kernel &k) : k_(k), layout_(shared_layout(k)) {}
 
     std::string emit() {
-        const int threads = 32 * k_.warps;
-        out_ << "extern \"C\" __global__ void __launch_bounds__(" << threads;
+        const bool specialized = k_.producer_warps > 0;
+        out_ << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads();
         if (k_.min_blocks_per_sm > 0) out_ << ", " << k_.min_blocks_per_sm;
         out_ << ") " << k_.name << "(";
         bool first = true;
@@ -139,29 +139,54 @@ public:
                  << ident(t.name);
             first = false;
         }
+        // TMA descriptors by value: __grid_constant__ keeps them in parameter space, where TMA reads them.
+        for (const TensorMap &m : k_.tensor_maps) out_ << ", const __grid_constant__ nd::tensor_map " << ident(m.name);
         for (const std::string &p : k_.int_params) out_ << ", int " << ident(p);
         out_ << ") {\n";
-        line("constexpr int THREADS = " + std::to_string(threads) + ";");
-        line("extern __shared__ __align__(16) unsigned char smem[];");
-        line("const int warp = nd::warp_id();");
+        line("constexpr int THREADS = " + std::to_string(32 * k_.warps) + ";  // the compute warps");
+        line("(void)THREADS;");
+        if (specialized) {
+            // Swizzled tiles and TMA need 1024-byte alignment of shared addresses; the planner left room.
+            line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+            line("unsigned char *const smem = smem_raw + ((1024u - (nd::smem_address(smem_raw) & 1023u)) & 1023u);");
+            line("const int warp_all = nd::warp_id();");
+        } else {
+            line("extern __shared__ __align__(16) unsigned char smem[];");
+            line("const int warp = nd::warp_id();");
+            line("(void)warp;");
+        }
         line("const int block_x = blockIdx.x, block_y = blockIdx.y, block_z = blockIdx.z;");
         line("const int grid_x = gridDim.x;");
-        line("(void)warp; (void)block_x; (void)block_y; (void)block_z; (void)grid_x;");
+        line("(void)block_x; (void)block_y; (void)block_z; (void)grid_x;");
         ExprPrinter sp(k_, Context::Scalar);
         for (const ScalarDef &s : k_.scalars) line("const int " + ident(s.name) + " = " + sp.print(s.value) + ";");
-        declare_values();
-        for (const Stmt &s : k_.body) stmt(s, nullptr);
+        declare_shared();
+        if (specialized) {
+            roles();
+        } else {
+            declare_registers();
+            for (const Stmt &s : k_.body) stmt(s, nullptr);
+        }
         out_ << "}\n";
         return out_.str();
     }
 
 private:
+    // The loop being emitted, for pipelined loads.
+    struct LoopCtx {
+        const Node *loop;
+        int pipelined = 0;
+    };
+
     void line(const std::string &s) { out_ << std::string(size_t(indent_ * 4), ' ') << s << "\n"; }
 
     std::string tile_type(const TileType &t) const {
         switch (t.layout) {
         case Layout::SharedRowMajor:
             return "nd::smem_tile<" + std::string(elem_type(t.elem)) + ", " + std::to_string(t.rows) + ", " +
+                   std::to_string(t.cols) + ">";
+        case Layout::SharedSwizzled128:
+            return "nd::swizzled_tile<" + std::string(elem_type(t.elem)) + ", " + std::to_string(t.rows) + ", " +
                    std::to_string(t.cols) + ">";
         case Layout::MmaAccumulator:
             return "nd::acc_tile<" + std::to_string(t.rows / 16 / k_.warps) + ", " + std::to_string(t.cols / 8) + ">";
@@ -173,18 +198,116 @@ private:
         }
     }
 
-    void declare_values() {
+    void declare_shared() {
         for (const auto &[name, t] : k_.values) {
-            if (t.scope == Scope::Shared) {
-                // A function of the buffer index: an array of tiles indexed at run time would live in local memory.
-                const int bytes = shared_tile_bytes(t);
-                line("const auto " + ident(name) + "_buf = [&](int stage) { return " + tile_type(t) +
-                     "{reinterpret_cast<" + elem_type(t.elem) + " *>(smem + " + std::to_string(layout_.offset.at(name)) +
-                     " + stage * " + std::to_string(bytes) + ")}; };");
-            } else {
-                line(tile_type(t) + " " + ident(name) + ";");
-            }
+            if (t.scope != Scope::Shared) continue;
+            // A function of the buffer index: an array of tiles indexed at run time would live in local memory.
+            const int bytes = shared_tile_bytes(t);
+            line("const auto " + ident(name) + "_buf = [&](int stage) { return " + tile_type(t) + "{reinterpret_cast<" +
+                 elem_type(t.elem) + " *>(smem + " + std::to_string(layout_.offset.at(name)) + " + stage * " +
+                 std::to_string(bytes) + ")}; };");
         }
+        for (const auto &[name, off] : layout_.full_barrier)
+            line("unsigned long long *const " + ident(name) + "_full = reinterpret_cast<unsigned long long *>(smem + " +
+                 std::to_string(off) + ");");
+        for (const auto &[name, off] : layout_.empty_barrier)
+            line("unsigned long long *const " + ident(name) + "_empty = reinterpret_cast<unsigned long long *>(smem + " +
+                 std::to_string(off) + ");");
+    }
+
+    void declare_registers() {
+        for (const auto &[name, t] : k_.values)
+            if (t.scope != Scope::Shared) line(tile_type(t) + " " + ident(name) + ";");
+    }
+
+    // ---- Warp specialization: a producer warpgroup issues the TMA copies, the rest compute ------------
+
+    static int tile_bytes(const TileType &t) { return t.rows * t.cols * dtype_bytes(t.elem); }
+
+    void roles() {
+        // Full barriers complete on the producer's arrival plus the copy's bytes; empty barriers on one
+        // arrival per compute warp (Release).
+        line("if (threadIdx.x == 0) {");
+        indent_++;
+        for (const auto &[name, off] : layout_.full_barrier)
+            for (int b = 0; b < layout_.buffers.at(name); b++)
+                line("nd::mbarrier_init(" + ident(name) + "_full + " + std::to_string(b) + ", 1);");
+        for (const auto &[name, off] : layout_.empty_barrier)
+            for (int b = 0; b < layout_.buffers.at(name); b++)
+                line("nd::mbarrier_init(" + ident(name) + "_empty + " + std::to_string(b) + ", " + std::to_string(k_.warps) +
+                     ");");
+        line("nd::fence_barrier_init();");
+        indent_--;
+        line("}");
+        line("__syncthreads();");
+        line("if (warp_all < " + std::to_string(k_.producer_warps) + ") {");
+        indent_++;
+        if (k_.producer_registers) line("nd::setmaxnreg_dec<" + std::to_string(k_.producer_registers) + ">();");
+        line("if (warp_all == 0 && nd::lane_id() == 0) {");
+        indent_++;
+        for (const TensorMap &m : k_.tensor_maps) line("nd::tma_prefetch(" + ident(m.name) + ");");
+        for (const Stmt &s : k_.body) produce(s);
+        indent_--;
+        line("}");
+        indent_--;
+        line("} else {");
+        indent_++;
+        if (k_.consumer_registers) line("nd::setmaxnreg_inc<" + std::to_string(k_.consumer_registers) + ">();");
+        line("const int warp = warp_all - " + std::to_string(k_.producer_warps) + ";");
+        line("(void)warp;");
+        declare_registers();
+        for (const Stmt &s : k_.body) stmt(s, nullptr);
+        indent_--;
+        line("}");
+    }
+
+    static bool has_tma_load(const Stmt &s) {
+        if (s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma) return true;
+        for (const Stmt &b : s->body)
+            if (has_tma_load(b)) return true;
+        return false;
+    }
+
+    const TensorMap &map_of(const Node &n) const {
+        for (const TensorMap &m : k_.tensor_maps)
+            if (m.tensor == n.tensor) return m;
+        throw InternalError("emit_cuda: no tensor map for " + n.tensor);
+    }
+
+    // The producer's program: the TMA loads in program order, in the same loops; each ring buffer is
+    // refilled once the compute warps have released it (its empty barrier's previous phase).
+    void produce(const Stmt &s, const LoopCtx *lc = nullptr) {
+        if (!has_tma_load(s)) return;
+        const Node &n = *s;
+        if (n.kind == NodeKind::CarriedLoop) {
+            const std::string j = ident(n.var);
+            line("for (int " + j + " = " + scalar(n.begin) + ", " + j + "_begin = " + j + "; " + j + " < " + scalar(n.end) +
+                 "; ++" + j + ") {");
+            indent_++;
+            loop_position(n);
+            LoopCtx inner{&n, 0};
+            for (const Stmt &b : n.body) produce(b, &inner);
+            indent_--;
+            line("}");
+            return;
+        }
+        if (n.kind != NodeKind::TileLoad) throw InternalError("emit_cuda: a TMA load under a condition");
+        const TileType &t = k_.values.at(n.dst);
+        const bool ring = lc && layout_.buffers.at(n.dst) > 1;
+        const std::string j = ring ? ident(lc->loop->var) : "";
+        const std::string stage = ring ? "stage_" + j : "0";
+        if (ring) line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", phase_" + j + " ^ 1);");
+        line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " + std::to_string(tile_bytes(t)) + ");");
+        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " + scalar(n.row) +
+             ", " + scalar(n.plane) + ", " + ident(n.dst) + "_full + " + stage + ");");
+    }
+
+    // stage_j and phase_j: which ring buffer iteration j uses, and the parity of its barriers' phase.
+    void loop_position(const Node &n) {
+        const std::string j = ident(n.var), stages = std::to_string(k_.pipeline_stages);
+        line("const int stage_" + j + " = (" + j + " - " + j + "_begin) % " + stages + ";");
+        line("const unsigned phase_" + j + " = unsigned((" + j + " - " + j + "_begin) / " + stages + ") & 1u;");
+        line("(void)stage_" + j + "; (void)phase_" + j + ";");
     }
 
     std::string ptr(const std::string &tensor, const Expr &base) const {
@@ -245,12 +368,6 @@ private:
         line("}");
     }
 
-    // The loop being emitted, for pipelined loads.
-    struct LoopCtx {
-        const Node *loop;
-        int pipelined = 0;
-    };
-
     std::string current_buf(const std::string &tile, const LoopCtx *lc) const {
         const bool piped = layout_.buffers.count(tile) && layout_.buffers.at(tile) > 1;
         return ident(tile) + "_buf(" + (piped && lc ? "stage_" + ident(lc->loop->var) : "0") + ")";
@@ -275,6 +392,14 @@ private:
                 line("}");
                 break;
             }
+            if (n.copy == CopyKind::Tma) {  // the producer issued the copy: wait for it to land
+                const bool ring = lc && layout_.buffers.at(n.dst) > 1;
+                const std::string j = ring ? ident(lc->loop->var) : "";
+                line("nd::mbarrier_wait(" + ident(n.dst) + "_full + " + (ring ? "stage_" + j : "0") + ", " +
+                     (ring ? "phase_" + j : "0u") + ");");
+                break;
+            }
+            if (t.layout == Layout::SharedSwizzled128) throw InternalError("emit_cuda: swizzled tiles are filled by TMA");
             if (n.copy == CopyKind::CpAsync && lc) {
                 // This iteration's copy has landed (one group per pipelined load stays in flight) and every
                 // thread is past the reads of the other buffer: issue the next iteration's copy into it.
@@ -334,6 +459,19 @@ private:
                  ident(n.src) + ");");
             break;
         case NodeKind::TileDot:
+            if (n.mma == MmaKind::Wgmma) {
+                // One warpgroup's 64 rows: issue, commit, wait, then let the compiler see the new values.
+                const std::string acc = n.accumulate ? "true" : "false";
+                if (n.transpose_b)
+                    line("nd::wgmma_abt(" + ident(n.dst) + ", " + current_buf(n.a, lc) + ", 64 * (warp / 4), " +
+                         current_buf(n.b, lc) + ", " + acc + ");");
+                else
+                    line("nd::wgmma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + acc + ");");
+                line("nd::wgmma_wait<0>();");
+                line("nd::fence_registers(" + ident(n.dst) + ");");
+                break;
+            }
+            if (!n.accumulate) line("nd::fill(" + ident(n.dst) + ", 0.0f);");
             if (n.transpose_b) {
                 line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0);");
             } else {
@@ -357,7 +495,17 @@ private:
             indent_--;
             line("}");
             break;
-        case NodeKind::Barrier: line("nd::barrier();"); break;
+        case NodeKind::Barrier:
+            // With a producer warpgroup, a barrier is among the compute warps only (the producer runs ahead).
+            line(k_.producer_warps ? "nd::named_barrier(1, THREADS);" : "nd::barrier();");
+            break;
+        case NodeKind::Release: {
+            const std::string j = lc ? ident(lc->loop->var) : "";
+            if (!lc || !layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
+            line("__syncwarp();");
+            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + stage_" + j + ");");
+            break;
+        }
         }
     }
 
@@ -385,8 +533,7 @@ private:
         }
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;
-        line("const int stage_" + j + " = (" + j + " - " + j + "_begin) & 1;");
-        line("(void)stage_" + j + ";");
+        loop_position(n);
         for (const Stmt &b : n.body) stmt(b, &lc);
         indent_--;
         line("}");

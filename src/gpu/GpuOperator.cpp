@@ -43,15 +43,32 @@ int64_t eval_int(const Halide::Expr &e, const std::map<std::string, int64_t> &va
     return i->value;
 }
 
+// The lowering choices of `opt` for `arch`; decode's chunk count is `chunks`.
+internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunks) {
+    internal::LoweringChoices c;
+    c.arch = arch;
+    c.warps = opt.warps;
+    c.block_n = opt.block_n;
+    c.chunks = chunks;
+    c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
+    c.wgmma = opt.wgmma;
+    return c;
+}
+
+GpuArch parse_arch(const std::string &arch) {
+    if (arch == "sm_90a") return GpuArch::Sm90a;
+    if (arch == "sm_80" || arch == "sm_90" || arch == "sm_86" || arch == "sm_89") return GpuArch::Sm80;
+    throw std::invalid_argument("unknown GPU architecture '" + arch + "': use sm_80, sm_86, sm_89, sm_90 or sm_90a");
+}
+
 }  // namespace
 
 bool gpu_available() { return neptune_cuda_available() == 1; }
 
 EmittedOperator emit_operator(const OperatorInstance &inst, const GpuOptions &opt, const std::string &arch) {
-    const bool decode = inst.spec.attention.decode;
-    const int block_n = opt.block_n ? opt.block_n : (decode ? 32 : 64);
-    internal::OperatorLowering l =
-        internal::lower_operator(inst, opt.warps, block_n, opt.chunks ? opt.chunks : 4, opt.min_blocks);
+    internal::LoweringChoices c = choices(opt, parse_arch(arch), opt.chunks ? opt.chunks : 4);
+    if (c.arch == GpuArch::Sm80) c.min_blocks = opt.min_blocks;  // as given: 0 is no register cap
+    internal::OperatorLowering l = internal::lower_operator(inst, c);
     EmittedOperator e;
     e.tile_program = tir::to_string(l.program);
     e.cuda = internal::emit_cuda(l.program);
@@ -86,6 +103,10 @@ struct GpuOperator::Impl {
     std::map<std::string, int64_t> ints;
     void *flush = nullptr;
     static constexpr size_t flush_bytes = size_t(256) << 20;  // > 4x the 60 MB L2
+    struct alignas(64) TensorMap {
+        unsigned char bytes[128];  // a CUtensorMap
+    };
+    std::vector<std::vector<TensorMap>> maps;  // per kernel, in its tensor_maps order
 
     ~Impl() {
         for (auto &[n, p] : dev) neptune_free(p);
@@ -98,14 +119,15 @@ struct GpuOperator::Impl {
             std::map<std::string, int64_t> v = ints;
             const unsigned grid[3] = {unsigned(eval_int(k.grid_x, v)), unsigned(eval_int(k.grid_y, v)),
                                       unsigned(eval_int(k.grid_z, v))};
-            const unsigned block[3] = {unsigned(32 * k.warps), 1, 1};
+            const unsigned block[3] = {unsigned(k.threads()), 1, 1};
             std::vector<void *> ptrs;
             std::vector<int> int_args;
             ptrs.reserve(k.tensors.size());
             int_args.reserve(k.int_params.size());
-            std::vector<void *> args;
+            std::vector<void *> args;  // the kernel's order: tensors, tensor maps, int parameters
             for (const tir::TensorParam &t : k.tensors) ptrs.push_back(dev.at(t.name));
             for (void *&p : ptrs) args.push_back(&p);
+            for (TensorMap &tm : maps[i]) args.push_back(tm.bytes);
             for (const std::string &p : k.int_params) int_args.push_back(int(ints.at(p)));
             for (int &a : int_args) args.push_back(&a);
             if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;
@@ -123,22 +145,29 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     neptune_device_info info{};
     check(neptune_get_device_info(&info), "device info");
     const AttentionSpec &a = spec.attention;
-    const int block_n = opt.block_n ? opt.block_n : (a.decode ? 32 : 64);
+    // The Hopper path where the device has it (sm_90: wgmma and TMA), mma.sync elsewhere.
+    const GpuArch arch = !opt.arch.empty() ? parse_arch(opt.arch)
+                                            : (info.cc_major == 9 && info.cc_minor == 0 ? GpuArch::Sm90a : GpuArch::Sm80);
+    if (arch == GpuArch::Sm90a && !(info.cc_major == 9 && info.cc_minor == 0))
+        throw std::invalid_argument("sm_90a kernels need an sm_90 device, not compute capability " +
+                                    std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
     int chunks = 1;
     if (a.decode) {
+        const int group = a.q_heads / a.kv_heads;
+        const int block_n = opt.block_n ? opt.block_n
+                                        : internal::default_lower_options(arch, spec.dtype, a.head_dim_qk, a.head_dim_v,
+                                                                          true, group).block_n;
         const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
         chunks = opt.chunks ? opt.chunks : internal::choose_split_chunks(inst.batch * a.kv_heads, tiles, info.sm_count);
     }
-    // Prefill: cap registers for 3 blocks per SM (with the largest shared carveout, 3 x 68 KB fit);
-    // measured +3 % on the H200 (docs/performance.md). Decode blocks are one warp and need no cap.
-    const int min_blocks = opt.min_blocks ? opt.min_blocks : (a.decode ? 0 : 3);
-    internal::OperatorLowering lowered = internal::lower_operator(inst, opt.warps, block_n, chunks, min_blocks);
+    internal::OperatorLowering lowered = internal::lower_operator(inst, choices(opt, arch, chunks));
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
-    // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256).
+    // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-
+    // specialized kernels run one block per SM by design.
     for (tir::Kernel &k : m.program.kernels) {
-        if (k.min_blocks_per_sm <= 0 || k.shared_bytes == 0) continue;
+        if (k.min_blocks_per_sm <= 0 || k.shared_bytes == 0 || k.producer_warps) continue;
         const int fit = int(info.max_shared_per_block_optin > 0 ? (228 * 1024) / (k.shared_bytes + 1024) : 1);
         k.min_blocks_per_sm = std::min(k.min_blocks_per_sm, fit);
         if (k.min_blocks_per_sm < 2) k.min_blocks_per_sm = 0;
@@ -148,6 +177,7 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
 
     internal::NvrtcOptions no;
     no.cubin = true;
+    no.arch = arch_name(m.program.arch);  // the device's digits, with the a suffix of sm_90a
     no.headers = internal::device_headers();
     for (const tir::Kernel &k : m.program.kernels) m.fns.push_back(m.cache.get(m.source, k.name, no));
 
@@ -158,6 +188,21 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         void *p = nullptr;
         check(neptune_malloc(&p, std::max<size_t>(b, 16)), ("allocating " + n).c_str());
         m.dev[n] = p;
+    }
+    // TMA descriptors depend on the pointers, which stay for the operator's life: encode them once.
+    for (const tir::Kernel &k : m.program.kernels) {
+        std::vector<Impl::TensorMap> maps;
+        for (const tir::TensorMap &tm : k.tensor_maps) {
+            const tir::TensorView &v = k.views.at(tm.tensor);
+            const unsigned long long cols = eval_int(v.cols, m.ints), rows = eval_int(v.rows, m.ints),
+                                     planes = eval_int(v.planes, m.ints);
+            const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {cols * 2, rows * cols * 2};
+            const unsigned box[2] = {64, unsigned(tm.box_rows)};
+            maps.emplace_back();
+            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box),
+                  ("encoding " + tm.name).c_str());
+        }
+        m.maps.push_back(std::move(maps));
     }
 }
 
@@ -215,8 +260,9 @@ std::string GpuOperator::describe() const {
     std::ostringstream os;
     for (const tir::Kernel &k : impl_->program.kernels)
         os << k.name << ": grid (" << eval_int(k.grid_x, impl_->ints) << ", " << eval_int(k.grid_y, impl_->ints) << ", "
-           << eval_int(k.grid_z, impl_->ints) << "), " << 32 * k.warps << " threads, " << k.shared_bytes
-           << " B shared\n";
+           << eval_int(k.grid_z, impl_->ints) << "), " << k.threads() << " threads"
+           << (k.producer_warps ? " (" + std::to_string(32 * k.producer_warps) + " issuing TMA copies)" : std::string())
+           << ", " << k.shared_bytes << " B shared, " << arch_name(impl_->program.arch) << "\n";
     if (impl_->ints.count("chunks")) os << "split-K chunks: " << impl_->ints.at("chunks") << "\n";
     return os.str();
 }

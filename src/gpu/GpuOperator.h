@@ -16,6 +16,8 @@ struct GpuOptions {
     int block_n = 0;    // keys per tile; 0: 64 for prefill, 32 for decode (smaller buffers, more blocks per SM)
     int chunks = 0;     // split-K chunks for decode; 0: chosen from the SM count
     int min_blocks = 0; // __launch_bounds__ blocks per SM (caps registers); 0: 3 for prefill, none for decode
+    std::string arch;   // sm_80 (mma.sync + cp.async) or sm_90a (wgmma + TMA where shapes allow); "": the device's
+    int wgmma = -1;     // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide
     bool dump = false;  // print the tile program and the CUDA source
 };
 
@@ -59,8 +61,9 @@ struct EmittedOperator {
     std::string tile_program, cuda, ptx, ptxas_log;
     std::vector<KernelResources> resources;
 };
-/** `arch` is sm_80, sm_90 or sm_90a. Decode uses opt.chunks (4 when 0); prefill uses opt.min_blocks as
- * given (0: no register cap). Throws CompileError for operators the backend cannot lower. */
+/** `arch` is sm_80, sm_90 or sm_90a (sm_90a lowers the Hopper path, the others the mma.sync path).
+ * Decode uses opt.chunks (4 when 0); the mma.sync path takes opt.min_blocks as given (0: no register
+ * cap). Throws CompileError for operators the backend cannot lower. */
 EmittedOperator emit_operator(const OperatorInstance &inst, const GpuOptions &opt, const std::string &arch);
 
 /** True when a CUDA device is usable (the driver opens and reports a device). */

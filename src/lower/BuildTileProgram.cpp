@@ -57,6 +57,7 @@ public:
     Program build() {
         recognise();
         Program p;
+        p.arch = opt_.arch;
         if (plan_.variant == Variant::Rolling) {
             p.kernels.push_back(rolling_kernel());
         } else {
@@ -334,6 +335,10 @@ private:
         k.name = name;
         k.warps = opt_.warps;
         k.tensors = {{q_, opt_.dtype, false}, {k_, opt_.dtype, false}, {v_, opt_.dtype, false}};
+        // Each input as planes of rows x cols, so loads can also address it by (plane, row): TMA's view.
+        k.views[q_] = {ivar("batch") * ivar("q_heads"), ivar("seq_q"), Expr(opt_.head_dim_qk)};
+        k.views[k_] = {ivar("batch") * ivar("kv_heads"), ivar("seq_kv"), Expr(opt_.head_dim_qk)};
+        k.views[v_] = {ivar("batch") * ivar("kv_heads"), ivar("seq_kv"), Expr(opt_.head_dim_v)};
         for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
         return k;
@@ -399,8 +404,8 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_load("k_s", k_, bind(k_base(), rows), Expr(opt_.head_dim_qk),
-                              ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_qk)));
+        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), ivar("j") * bn(), bind(k_base(), rows),
+                                   Expr(opt_.head_dim_qk), ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
         b.push_back(make_dot("s", "q_a", "k_s", true));
         std::map<std::string, Expr> cols = rows;
@@ -478,8 +483,9 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_load("v_s", v_, bind(v_base(), rows), Expr(opt_.head_dim_v),
-                                          ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_v)));
+                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), ivar("j") * bn(), bind(v_base(), rows),
+                                               Expr(opt_.head_dim_v), ivar("seq_kv") - ivar("j") * bn(),
+                                               Expr(opt_.head_dim_v)));
                     loaded_v = true;
                 }
                 b.push_back(make_dot(si.name, pa, "v_s", false));
@@ -501,6 +507,7 @@ private:
     }
 
     // Element offsets of the slices, over canonical (h, b) and loop variable j.
+    Expr kv_plane() const { return ivar("b") * ivar("kv_heads") + hk_; }
     Expr k_base() const {
         return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bn()) * opt_.head_dim_qk;
     }
@@ -570,9 +577,9 @@ private:
                      {"n_tiles", (ivar("seq_kv") + bn() - 1) / bn()}};
         const std::map<std::string, Expr> rows = {{"i", ivar("q0") + ivar("row")}, {"h", ivar("h")}, {"b", ivar("b")}};
         Block body;
-        body.push_back(make_load("q_s", q_, ((ivar("b") * ivar("q_heads") + ivar("h")) * ivar("seq_q") + ivar("q0")) *
-                                                opt_.head_dim_qk,
-                                 Expr(opt_.head_dim_qk), ivar("seq_q") - ivar("q0"), Expr(opt_.head_dim_qk)));
+        const Expr q_plane = ivar("b") * ivar("q_heads") + ivar("h");
+        body.push_back(make_view_load("q_s", q_, q_plane, ivar("q0"), (q_plane * ivar("seq_q") + ivar("q0")) * opt_.head_dim_qk,
+                                      Expr(opt_.head_dim_qk), ivar("seq_q") - ivar("q0"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);

@@ -9,7 +9,9 @@
 #include "lower/HoistRowInvariants.h"
 #include "lower/PipelineLoads.h"
 #include "lower/PlanSharedMemory.h"
+#include "lower/SelectMma.h"
 #include "lower/SkipMaskedTiles.h"
+#include "lower/SpecializeWarps.h"
 
 namespace neptune::internal {
 
@@ -45,8 +47,6 @@ tir::Program each_kernel(tir::Program p, F f) {
 
 }  // namespace
 
-const char *arch_name(GpuArch a) { return a == GpuArch::Sm90a ? "sm_90a" : "sm_80"; }
-
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group) {
     LowerOptions o;
     o.arch = arch;
@@ -59,6 +59,15 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     o.warps = decode ? (group + 15) / 16 : 4;
     o.block_n = decode ? 32 : 64;
     o.min_blocks_per_sm = decode ? 0 : 3;
+    const bool fits = head_dim_qk % 64 == 0 && head_dim_v % 64 == 0 && head_dim_qk <= 256 && head_dim_v <= 256 &&
+                      dtype_bytes(dtype) == 2;
+    if (arch == GpuArch::Sm90a && !decode && fits) {
+        // Q (128 rows) + 2 stages of K and V: 160 KB at head dim 128 with 128 keys, 192 KB at 256 with 64.
+        o.wgmma = true;
+        o.warps = 8;
+        o.block_n = std::max(head_dim_qk, head_dim_v) <= 128 ? 128 : 64;
+        o.min_blocks_per_sm = 1;
+    }
     return o;
 }
 
@@ -77,7 +86,11 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("skip_masked_tiles", p);
     p = each_kernel(p, hoist_row_invariants);  // after skipping: the mask map stays per element
     log("hoist_row_invariants", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });
+    p = each_kernel(p, [&](const tir::Kernel &k) { return select_mma(k, opt.wgmma); });
+    log("select_mma", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // follows select_mma's layouts
+    log("specialize_warps", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
     log("plan_shared_memory", p);

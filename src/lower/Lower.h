@@ -13,10 +13,7 @@
 
 namespace neptune::internal {
 
-/** Which GPU family a tile program is lowered for: the MMA instructions, copies and warp roles
- * differ (sm_80: mma.sync + cp.async; sm_90a: wgmma + TMA, warp-specialized). */
-enum class GpuArch { Sm80, Sm90a };
-const char *arch_name(GpuArch a);  // "sm_80", "sm_90a": the compilers' spelling
+using neptune::GpuArch;
 
 struct LowerOptions {
     GpuArch arch = GpuArch::Sm80;
@@ -27,10 +24,14 @@ struct LowerOptions {
     int stages = 2;                           // pipelined copies of K and V
     bool decode = false;                      // one query row per head: rows are the heads of a KV group
     int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
+    bool wgmma = false;                       // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
- * the query heads per KV head; `decode` one query row per head (split-K). */
+ * the query heads per KV head; `decode` one query row per head (split-K). On sm_90a, prefill with
+ * head dims that are multiples of 64 (up to 256) takes the wgmma path: two compute warpgroups of 64
+ * rows and a TMA producer warpgroup, 128-key tiles (64 above head dim 128, for shared memory); other
+ * shapes and decode keep the mma.sync kernels (compiled for sm_90a). */
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
 
 /** Split-K chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs. */

@@ -6,16 +6,23 @@
 
 namespace neptune::internal {
 
-OperatorLowering lower_operator(const OperatorInstance &inst, int warps, int block_n, int chunks, int min_blocks) {
+OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoices &c) {
     const OperatorSpec &spec = inst.spec;
     if (spec.family != Family::Attention)
         throw CompileError(spec.name + ": the tile backend lowers attention operators for now");
     const AttentionSpec &a = spec.attention;
     const int group = a.q_heads / a.kv_heads;
-    LowerOptions lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group);
-    lo.block_n = block_n;
-    lo.min_blocks_per_sm = min_blocks;
-    if (warps) lo.warps = warps;
+    LowerOptions lo = default_lower_options(c.arch, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group);
+    if (c.wgmma == 0 && lo.wgmma) lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v,
+                                                             a.decode, group);
+    lo.arch = c.arch;
+    if (c.wgmma == 1) {
+        lo.wgmma = true;
+        lo.min_blocks_per_sm = 1;
+    }
+    if (c.block_n) lo.block_n = c.block_n;
+    if (c.min_blocks >= 0) lo.min_blocks_per_sm = c.min_blocks;
+    if (c.warps) lo.warps = c.warps;
     if (a.decode && group > 16 * lo.warps)
         throw CompileError(spec.name + ": " + std::to_string(group) + " query heads per KV head need " +
                            std::to_string((group + 15) / 16) + " warps");
@@ -24,14 +31,14 @@ OperatorLowering lower_operator(const OperatorInstance &inst, int warps, int blo
 
     algorithms::OperatorFuncs funcs = algorithms::build(spec);
     algorithms::FusionChoice choice;
-    choice.tile = block_n;
+    choice.tile = lo.block_n;
     OperatorLowering out;
     out.ints = {{"batch", inst.batch}, {"q_heads", a.q_heads}, {"kv_heads", a.kv_heads},
                 {"seq_q", inst.input("q").shape[2]}, {"seq_kv", inst.input("k").shape[2]}};
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
-        choice.chunks = chunks;
-        out.ints["chunks"] = chunks;
+        choice.chunks = c.chunks;
+        out.ints["chunks"] = c.chunks;
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);

@@ -16,9 +16,17 @@ struct OperatorLowering {
     std::map<std::string, int64_t> ints;  // every int parameter of the kernels, for this instance
 };
 
-/** Lowers `inst`: prefill rolls over KV tiles of `block_n`; decode splits them into `chunks`.
- * `warps` = 0 picks 4 for prefill and enough for one KV group's query heads for decode. */
-OperatorLowering lower_operator(const OperatorInstance &inst, int warps, int block_n, int chunks, int min_blocks = 0);
+/** What the caller chooses; 0 (or -1 for min_blocks) keeps default_lower_options' choice for `arch`. */
+struct LoweringChoices {
+    GpuArch arch = GpuArch::Sm80;
+    int warps = 0, block_n = 0;
+    int chunks = 4;       // decode: split-K chunks (a kernel parameter: the launcher may pass another)
+    int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none
+    int wgmma = -1;       // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
+};
+
+/** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */
+OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoices &choices = {});
 
 }  // namespace neptune::internal
 

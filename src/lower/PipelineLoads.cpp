@@ -5,6 +5,7 @@ namespace neptune::internal {
 using namespace tir;
 
 Kernel pipeline_loads(const Kernel &k, int stages) {
+    if (k.producer_warps) return k;  // specialize_warps pipelined the TMA copies
     Kernel out = k;
     bool changed = false;
     for (Stmt &s : out.body) {

@@ -11,7 +11,8 @@ namespace neptune::internal {
  * stage = 0 (the emitter rotates buffers by iteration); kernel.pipeline_stages = stages. The emitter
  * issues iteration begin's copies before the loop and, at each load, waits for this iteration's
  * copy and issues the next one. Loads outside loops stay synchronous.
- * Requires: build_tile_program. Leaves: kernels without loops over shared loads. */
+ * Requires: build_tile_program. Leaves: kernels without loops over shared loads, and warp-specialized
+ * kernels (specialize_warps pipelines their TMA copies). */
 tir::Kernel pipeline_loads(const tir::Kernel &k, int stages);
 
 }  // namespace neptune::internal

@@ -14,13 +14,19 @@ bool loaded_in_loop(const Kernel &k, const std::string &tile) {
     for (const Stmt &s : k.body)
         if (s->kind == NodeKind::CarriedLoop)
             for (const Stmt &b : s->body)
-                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy == CopyKind::CpAsync) return true;
+                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy != CopyKind::Sync) return true;
     return false;
 }
 
+bool swizzled(const TileType &t) { return t.layout == Layout::SharedSwizzled128; }
+
+int align_up(int x, int a) { return (x + a - 1) / a * a; }
+
 }  // namespace
 
-int shared_tile_bytes(const TileType &t) { return t.rows * (t.cols + 8) * dtype_bytes(t.elem); }
+int shared_tile_bytes(const TileType &t) {
+    return t.rows * (swizzled(t) ? t.cols : t.cols + 8) * dtype_bytes(t.elem);
+}
 
 SharedLayout shared_layout(const Kernel &k) {
     SharedLayout l;
@@ -32,13 +38,21 @@ SharedLayout shared_layout(const Kernel &k) {
             once.push_back(name);
             continue;
         }
+        if (swizzled(t)) l.total = align_up(l.total, 1024);
         l.buffers[name] = k.pipeline_stages;
         l.offset[name] = l.total;
         l.total += k.pipeline_stages * shared_tile_bytes(t);
     }
     for (const std::string &name : once) {
-        const int bytes = shared_tile_bytes(k.values.at(name));
+        const TileType &t = k.values.at(name);
+        const int bytes = shared_tile_bytes(t);
         l.buffers[name] = 1;
+        if (k.producer_warps) {  // TMA: every tile keeps its own buffer
+            l.total = align_up(l.total, swizzled(t) ? 1024 : 16);
+            l.offset[name] = l.total;
+            l.total += bytes;
+            continue;
+        }
         // Alias the last stage of a pipelined tile at least this large.
         bool placed = false;
         for (const auto &[other, off] : l.offset) {
@@ -52,12 +66,26 @@ SharedLayout shared_layout(const Kernel &k) {
             l.total += bytes;
         }
     }
+    if (k.producer_warps) {
+        l.total = align_up(l.total, 8);
+        for (const auto &[name, t] : k.values) {
+            if (!swizzled(t)) continue;
+            l.full_barrier[name] = l.total;
+            l.total += 8 * l.buffers[name];
+            if (l.buffers[name] > 1) {
+                l.empty_barrier[name] = l.total;
+                l.total += 8 * l.buffers[name];
+            }
+        }
+        l.alignment_slack = 1024;
+    }
     return l;
 }
 
 Kernel plan_shared_memory(const Kernel &k) {
     Kernel out = k;
-    out.shared_bytes = shared_layout(k).total;
+    const SharedLayout l = shared_layout(k);
+    out.shared_bytes = l.total + l.alignment_slack;
     if (out.shared_bytes > max_shared_bytes)
         throw CompileError(k.name + " needs " + std::to_string(out.shared_bytes) + " bytes of shared memory, more than the " +
                            std::to_string(max_shared_bytes) + " a block may use; use smaller tiles or fewer stages");

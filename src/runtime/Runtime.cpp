@@ -46,7 +46,8 @@
     X(cuEventRecord)                                                                              \
     X(cuEventSynchronize)                                                                         \
     X(cuEventElapsedTime)                                                                         \
-    X(cuEventDestroy)
+    X(cuEventDestroy)                                                                             \
+    X(cuTensorMapEncodeTiled)
 
 // Two levels, so that the argument is macro-expanded (to its versioned name) before stringizing.
 #define NEPTUNE_STRINGIZE(x) NEPTUNE_STRINGIZE_EXPANDED(x)
@@ -334,6 +335,33 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
                                  std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
         return cuda_fail("cuLaunchKernel", r, kernel_label(f) + dims);
     }
+    return NEPTUNE_OK;
+}
+
+int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
+                              const unsigned long long strides[2], const unsigned box[2]) {
+    if (!map || !base || !dims || !strides || !box) return invalid("neptune_tensor_map_encode: a NULL argument");
+    if (reinterpret_cast<uintptr_t>(map) % 64) return invalid("neptune_tensor_map_encode: the map is not 64-byte aligned");
+    if (element_bytes != 2) return invalid("neptune_tensor_map_encode: only 16-bit elements are supported");
+    if (reinterpret_cast<uintptr_t>(base) % 16 || strides[0] % 16 || strides[1] % 16)
+        return invalid("neptune_tensor_map_encode: the base and the row and plane strides must be multiples of 16 bytes");
+    if (box[0] * unsigned(element_bytes) != 128 || box[1] == 0 || box[1] > 256)
+        return invalid("neptune_tensor_map_encode: boxes are 64 elements (128 bytes, the swizzle's span) by 1 to 256 rows");
+    if (int rc = neptune_init()) return rc;
+    const State &s = state();
+    const cuuint64_t global_dim[3] = {dims[0], dims[1], dims[2]};
+    const cuuint64_t global_strides[2] = {strides[0], strides[1]};
+    const cuuint32_t box_dim[3] = {box[0], box[1], 1};
+    const cuuint32_t element_strides[3] = {1, 1, 1};
+    // 128-byte swizzle, the layout wgmma descriptors read; out-of-bounds elements are zeros.
+    if (CUresult r = s.cu.cuTensorMapEncodeTiled(static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
+                                                 const_cast<void *>(base), global_dim, global_strides, box_dim,
+                                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+        return cuda_fail("cuTensorMapEncodeTiled", r,
+                         "a " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + " x " + std::to_string(dims[2]) +
+                             " tensor with boxes of " + std::to_string(box[0]) + " x " + std::to_string(box[1]));
     return NEPTUNE_OK;
 }
 

@@ -1,5 +1,11 @@
 #include "tir/IR.h"
 
+namespace neptune {
+
+const char *arch_name(GpuArch a) { return a == GpuArch::Sm90a ? "sm_90a" : "sm_80"; }
+
+}  // namespace neptune
+
 namespace neptune::tir {
 
 const char *scope_name(Scope s) {
@@ -15,6 +21,7 @@ const char *layout_name(Layout l) {
     switch (l) {
     case Layout::Unassigned: return "unassigned";
     case Layout::SharedRowMajor: return "row-major";
+    case Layout::SharedSwizzled128: return "swizzled-128B";
     case Layout::MmaAccumulator: return "mma-accumulator";
     case Layout::MmaOperandA: return "mma-operand-a";
     case Layout::RowVector: return "row-vector";
@@ -48,6 +55,15 @@ Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr b
     n->valid_rows = std::move(valid_rows);
     n->valid_cols = std::move(valid_cols);
     return n;
+}
+
+Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr plane, Halide::Expr row,
+                    Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows, Halide::Expr valid_cols) {
+    return with(make_load(dst, tensor, std::move(base), std::move(row_stride), std::move(valid_rows), std::move(valid_cols)),
+                [&](Node &n) {
+                    n.plane = std::move(plane);
+                    n.row = std::move(row);
+                });
 }
 
 Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -150,6 +166,12 @@ Stmt make_if(Halide::Expr cond, Block body, const std::string &note) {
 }
 
 Stmt make_barrier() { return node(NodeKind::Barrier); }
+
+Stmt make_release(const std::string &tile) {
+    auto n = node(NodeKind::Release);
+    n->src = tile;
+    return n;
+}
 
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
     auto n = std::make_shared<Node>(*s);

@@ -13,9 +13,10 @@
  * the row, and scalars are the kernel's. So the printed IR reads like the recurrence it computes:
  *   s = dot(q, k^T); s = map(s * 0.088); m' = max(m, row_max(s)); s = map(exp(s - m')) ...
  *
- * The MMA instruction family, the copy mechanism and pipelining depth are attributes set by
- * lowering passes (src/lower/), never rediscovered by the emitter: the Hopper path (wgmma, TMA)
- * adds attribute values, not a new IR. */
+ * The MMA instruction family, the copy mechanism, pipelining depth and warp roles are attributes set
+ * by lowering passes (src/lower/), never rediscovered by the emitter: the Hopper path (wgmma, TMA,
+ * a producer warpgroup feeding consumer warpgroups) adds attribute values and one statement kind
+ * (Release), not a new IR, and the interpreter runs both paths with the same semantics. */
 #include <map>
 #include <memory>
 #include <string>
@@ -24,13 +25,30 @@
 #include "Halide.h"
 #include "neptune/Operators.h"
 
+namespace neptune {
+
+/** Which GPU family a tile program is lowered for: the MMA instructions, copies and warp roles
+ * differ (sm_80: mma.sync + cp.async; sm_90a: wgmma + TMA with warp specialization). */
+enum class GpuArch { Sm80, Sm90a };
+const char *arch_name(GpuArch a);  // "sm_80", "sm_90a": the compilers' spelling
+
+}  // namespace neptune
+
 namespace neptune::tir {
 
 enum class Scope { Global, Shared, Register };
-/** Register layouts of the mma.sync m16n8k16 path (HOPPER_ATTENTION.md §8.2); Shared is padded row-major. */
-enum class Layout { Unassigned, SharedRowMajor, MmaAccumulator, MmaOperandA, RowVector };
+/** Layouts. Shared tiles: SharedRowMajor is padded row-major (ldmatrix without bank conflicts);
+ * SharedSwizzled128 is the layout TMA's 128-byte swizzle writes and wgmma descriptors read: column
+ * blocks of 64 16-bit elements, each ROWS x 128 bytes, 16-byte chunk c of row r stored at chunk
+ * c ^ (r % 8). Registers: the mma.sync m16n8k16 fragments (HOPPER_ATTENTION.md §8.2), which are also
+ * the per-warp slices of wgmma's m64nN accumulator and register A operand, so maps, row reductions
+ * and conversions are the same on both paths. */
+enum class Layout { Unassigned, SharedRowMajor, SharedSwizzled128, MmaAccumulator, MmaOperandA, RowVector };
 enum class ReduceOp { Max, Sum };
-enum class CopyKind { Sync, CpAsync };
+/** How a shared tile is filled: plain loads, cp.async by every thread, or TMA by a producer warp. */
+enum class CopyKind { Sync, CpAsync, Tma };
+/** The tensor-core instruction of a TileDot: warp-level mma.sync, or warpgroup wgmma (sm_90a). */
+enum class MmaKind { MmaSync, Wgmma };
 
 const char *scope_name(Scope s);
 const char *layout_name(Layout l);
@@ -49,6 +67,20 @@ struct TensorParam {
     std::string name;
     DType elem = DType::F16;
     bool output = false;
+};
+
+/** A tensor as planes of rows x cols (q: batch * heads planes of seq x head_dim), over the int
+ * params: how tile loads address it by (plane, row). */
+struct TensorView {
+    Halide::Expr planes, rows, cols;
+};
+
+/** A TMA descriptor the launcher encodes for one kernel parameter: boxes of box_rows x 64 elements
+ * of `tensor`'s view (Kernel::views), 128-byte swizzle, zero fill outside. */
+struct TensorMap {
+    std::string name;    // the kernel parameter, e.g. "k_map"
+    std::string tensor;  // the TensorParam it describes
+    int box_rows = 0;
 };
 
 /** A scalar the kernel derives once from block indices and parameters, e.g. q0 = blockIdx.x * 64. */
@@ -70,7 +102,8 @@ struct ScalarDef {
     X(Convert)     /* the only node that changes a value's layout or scope */                      \
     X(CarriedLoop) /* for var in [begin, end): body, carrying named state across iterations */     \
     X(IfThen)      /* tile-skipping and partial-tile conditions */                                 \
-    X(Barrier)
+    X(Barrier)     /* every thread of the block */                                                 \
+    X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -97,11 +130,15 @@ using Block = std::vector<Stmt>;
  *             All arithmetic in f32; ints converted as Halide converts them.
  *  RowMap     dst[r] = value, with row vectors at r, "row" = r, scalars.
  *  TileReduce dst[r] = op(dst[r], op over c of src[r][c]), max treating -inf as its identity.
- *  TileDot    acc[m][n] += sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]); a and b hold f16/bf16
- *             values, products and sums in f32.
+ *             A TileLoad with copy Tma reads by (plane, row): element (r, c) is the tensor's view element
+ *             (plane, row + r, c), zero beyond the view's rows and cols (what TMA's bounds do).
+ *  TileDot    acc[m][n] = (accumulate ? acc[m][n] : 0) + sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]);
+ *             a (a register A operand, or a shared tile for wgmma) and b hold f16/bf16 values, products
+ *             and sums in f32.
  *  Convert    dst = src: shared -> MMA operand (same values), or f32 accumulator -> f16/bf16 MMA operand
  *             (rounded to nearest even): how P reaches the second MMA.
- *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier: no value. */
+ *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier, Release
+ *             (src: the tile): no value; Release lets the producer refill the buffer. */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -113,8 +150,11 @@ struct Node {
     Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression
     ReduceOp op = ReduceOp::Sum; // TileReduce
     bool transpose_b = false;    // TileDot: acc += a * b^T
-    CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads)
+    Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view
+    CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
     int stage = -1;              // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
+    MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)
+    bool accumulate = true;      // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
     Halide::Expr cond;           // IfThen
@@ -125,6 +165,9 @@ struct Node {
 
 Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
                Halide::Expr valid_rows, Halide::Expr valid_cols);
+/** A load that also knows its slice as (plane, row) of the tensor's view: what TMA addresses. */
+Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr plane, Halide::Expr row,
+                    Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows, Halide::Expr valid_cols);
 Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
                 Halide::Expr valid_rows, Halide::Expr valid_cols);
 Stmt make_row_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -140,6 +183,7 @@ Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std
                Block body);
 Stmt make_if(Halide::Expr cond, Block body, const std::string &note = "");
 Stmt make_barrier();
+Stmt make_release(const std::string &tile);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 
@@ -150,7 +194,11 @@ struct Kernel {
     std::vector<std::string> int_params;    // scalar int parameters (extents), in launch order
     std::vector<std::string> float_params;  // scalar float parameters
     Halide::Expr grid_x, grid_y, grid_z;    // over int_params
-    int warps = 4;                          // 16 rows per warp on the mma.sync path
+    int warps = 4;                          // compute warps, 16 rows each (4 make a wgmma warpgroup)
+    int producer_warps = 0;                 // warps issuing TMA copies ahead of the compute warps (0: none)
+    int producer_registers = 0, consumer_registers = 0;  // setmaxnreg budgets of the two roles (0: none)
+    std::vector<TensorMap> tensor_maps;     // TMA descriptors, passed after the tensors
+    std::map<std::string, TensorView> views;  // by tensor name: the tensors loads address by (plane, row)
     std::vector<ScalarDef> scalars;
     std::map<std::string, TileType> values; // every tile and row vector
     Block body;
@@ -158,6 +206,7 @@ struct Kernel {
     int pipeline_stages = 1;                // set by pipeline_loads
     int min_blocks_per_sm = 0;              // __launch_bounds__ occupancy hint (0: none); caps registers
     int rows() const { return 16 * warps; }
+    int threads() const { return 32 * (warps + producer_warps); }
 };
 
 /** A tile program: the kernels of one fused group, launched in order (split-K: partials, then the
@@ -167,6 +216,7 @@ struct Workspace {
     Halide::Expr elements;  // over the first kernel's int_params
 };
 struct Program {
+    GpuArch arch = GpuArch::Sm80;  // what the kernels are compiled for
     std::vector<Kernel> kernels;
     std::vector<Workspace> workspaces;
 };

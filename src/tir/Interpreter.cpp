@@ -371,7 +371,21 @@ private:
 
     DType tensor_type(const Stmt &s) const { return tensors_.at(s->tensor)->desc.dtype; }
 
+    /** A TMA load: by (plane, row) of the tensor's view, zeros beyond its rows and columns. */
+    void view_load(const Stmt &s) {
+        Value &v = values_.at(s->dst);
+        const TensorView &t = k_.views.at(s->tensor);
+        const int64_t plane = index(s->plane), row = index(s->row), rows = index(t.rows), cols = index(t.cols);
+        if (plane < 0 || plane >= index(t.planes) || row < 0)
+            fail(s, "plane " + std::to_string(plane) + ", row " + std::to_string(row) + " is outside '" + s->tensor + "'");
+        std::fill(v.data.begin(), v.data.end(), 0.0f);
+        for (int64_t r = 0; r < v.type.rows && row + r < rows; r++)
+            for (int64_t c = 0; c < v.type.cols && c < cols; c++)
+                v.data[size_t(r * v.type.cols + c)] = round_to(v.type.elem, float(element(s, (plane * rows + row + r) * cols + c)));
+    }
+
     void tile_io(const Stmt &s, bool load) {
+        if (load && s->copy == CopyKind::Tma) return view_load(s);
         Value &v = values_.at(load ? s->dst : s->src);
         const int64_t base = index(s->base), stride = index(s->row_stride);
         const int64_t rows = clamp(index(s->valid_rows), v.type.rows), cols = clamp(index(s->valid_cols), v.type.cols);
@@ -433,7 +447,8 @@ private:
                     const float y = s->transpose_b ? b.data[size_t(n * bcols + kk)] : b.data[size_t(kk * bcols + n)];
                     sum += a.data[size_t(m * depth + kk)] * y;
                 }
-                acc.data[size_t(m * acc.type.cols + n)] += sum;
+                float &d = acc.data[size_t(m * acc.type.cols + n)];
+                d = (s->accumulate ? d : 0.0f) + sum;
             }
     }
 
@@ -471,7 +486,8 @@ private:
         case NodeKind::IfThen:
             if (scalar(s->cond) != 0) block(s->body);
             break;
-        case NodeKind::Barrier: break;
+        case NodeKind::Barrier:
+        case NodeKind::Release: break;
         }
     }
 

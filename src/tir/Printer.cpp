@@ -17,8 +17,11 @@ std::string join(const std::vector<std::string> &names) {
     return s;
 }
 
-/** "x[base: r0 * n, stride n, valid rows - r0 x 32]": the global slice a load or store touches. */
+/** "x[base: r0 * n, stride n, valid rows - r0 x 32]": the global slice a load or store touches;
+ * TMA loads name it by plane and row ("k[plane b * 8 + h / 4, row j * 128, ...]"). */
 std::string slice(const Node &n, bool with_stride, bool with_cols) {
+    if (n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma)
+        return n.tensor + "[plane " + expr(n.plane) + ", row " + expr(n.row) + "]";
     std::string s = n.tensor + "[base: " + expr(n.base);
     if (with_stride) s += ", stride " + expr(n.row_stride);
     s += ", valid " + expr(n.valid_rows);
@@ -39,7 +42,8 @@ std::string head(const Node &n) {
     case NodeKind::TileReduce:
         return n.op == ReduceOp::Max ? n.dst + " = max(" + n.dst + ", row_max(" + n.src + "))"
                                      : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")";
-    case NodeKind::TileDot: return n.dst + " += dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
+    case NodeKind::TileDot:
+        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
     case NodeKind::Convert: return n.dst + " = convert(" + n.src + ")";
     case NodeKind::CarriedLoop: {
         std::string s = "for " + n.var + " in [" + expr(n.begin) + ", " + expr(n.end) + ")";
@@ -48,6 +52,7 @@ std::string head(const Node &n) {
     }
     case NodeKind::IfThen: return "if (" + expr(n.cond) + ") {";
     case NodeKind::Barrier: return "barrier";
+    case NodeKind::Release: return "release " + n.src;
     }
     return "?";
 }
@@ -58,9 +63,11 @@ std::string comment(const Node &n) {
     if (n.kind == NodeKind::TileLoad) {
         std::string copy;
         if (n.copy == CopyKind::CpAsync) copy = "cp.async";
+        if (n.copy == CopyKind::Tma) copy = "tma";
         if (n.stage >= 0) copy += (copy.empty() ? "" : " ") + std::string("stage ") + std::to_string(n.stage);
         if (!copy.empty()) parts.push_back(copy);
     }
+    if (n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma) parts.push_back("wgmma");
     if (!n.note.empty()) parts.push_back(n.note);
     if (parts.empty()) return "";
     std::string s = "  // " + parts[0];
@@ -103,6 +110,13 @@ std::string to_string(const Kernel &k) {
        << k.warps << (k.warps == 1 ? " warp" : " warps") << " (" << k.rows() << " rows), shared " << k.shared_bytes
        << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages")
        << "\n";
+    if (k.producer_warps)
+        os << "  roles: " << k.producer_warps << " producer warps (TMA" << (k.producer_registers ? ", " +
+               std::to_string(k.producer_registers) + " registers" : std::string()) << "), " << k.warps
+           << " compute warps" << (k.consumer_registers ? " (" + std::to_string(k.consumer_registers) + " registers)"
+                                                         : std::string()) << "\n";
+    for (const TensorMap &m : k.tensor_maps)
+        os << "  tensor map " << m.name << ": " << m.tensor << ", boxes of " << m.box_rows << " x 64\n";
     if (!k.scalars.empty()) {
         os << "  scalars:\n";
         for (const ScalarDef &d : k.scalars) os << "    " << d.name << " = " << expr(d.value) << "\n";
@@ -121,7 +135,8 @@ std::string to_string(const Kernel &k) {
 
 std::string to_string(const Program &p) {
     std::ostringstream os;
-    os << "program: " << p.kernels.size() << (p.kernels.size() == 1 ? " kernel" : " kernels") << "\n";
+    os << "program: " << p.kernels.size() << (p.kernels.size() == 1 ? " kernel" : " kernels") << " for "
+       << arch_name(p.arch) << "\n";
     for (const Workspace &w : p.workspaces) os << "  workspace " << w.name << ": f32[" << expr(w.elements) << "]\n";
     for (const Kernel &k : p.kernels) os << "\n" << to_string(k);
     return os.str();

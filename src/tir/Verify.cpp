@@ -13,7 +13,10 @@ namespace HI = Halide::Internal;
 
 bool is_row_vector(const TileType &t) { return t.layout == Layout::RowVector; }
 bool is_register_tile(const TileType &t) { return t.scope == Scope::Register && !is_row_vector(t); }
-bool is_shared_tile(const TileType &t) { return t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor; }
+bool is_shared_tile(const TileType &t) {
+    return t.scope == Scope::Shared && (t.layout == Layout::SharedRowMajor || t.layout == Layout::SharedSwizzled128);
+}
+bool is_swizzled(const TileType &t) { return t.scope == Scope::Shared && t.layout == Layout::SharedSwizzled128; }
 bool is_accumulator(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::MmaAccumulator && t.elem == DType::F32;
 }
@@ -52,6 +55,9 @@ public:
         for (const std::string &p : k_.float_params) declare_scalar(p);
         for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z"}) declare_scalar(b);
         if (k_.warps < 1) fail(nullptr, "warps must be at least 1, not " + std::to_string(k_.warps));
+        if (k_.producer_warps < 0 || k_.producer_warps % 4)
+            fail(nullptr, "producer warps come in warpgroups of 4, not " + std::to_string(k_.producer_warps));
+        for (const TensorMap &m : k_.tensor_maps) check_tensor_map(m);
         for (const ScalarDef &d : k_.scalars) {
             if (!d.value.defined()) fail(nullptr, "scalar '" + d.name + "' has no value");
             check_scalar_expr(nullptr, d.value, "scalar '" + d.name + "'");
@@ -88,8 +94,10 @@ private:
         const std::string what = "value '" + name + "' (" + t.str() + ")";
         if (t.rows <= 0 || t.cols <= 0) fail(nullptr, what + " has an empty shape");
         if (t.scope == Scope::Global) fail(nullptr, what + " lives in global memory; values are shared or registers");
-        if (t.scope == Scope::Shared && t.layout != Layout::SharedRowMajor)
-            fail(nullptr, what + " is shared but not row-major");
+        if (t.scope == Scope::Shared && !is_shared_tile(t))
+            fail(nullptr, what + " is shared but neither row-major nor swizzled");
+        if (is_swizzled(t) && (t.cols % 64 || t.rows % 8 || dtype_bytes(t.elem) != 2))
+            fail(nullptr, what + " is swizzled: 16-bit elements, columns a multiple of 64, rows of 8");
         if (t.scope == Scope::Register &&
             (t.layout == Layout::Unassigned || t.layout == Layout::SharedRowMajor))
             fail(nullptr, what + " is a register value without a register layout");
@@ -165,12 +173,32 @@ private:
         }
     }
 
+    void check_tensor_map(const TensorMap &m) const {
+        const TensorParam *t = nullptr;
+        for (const TensorParam &p : k_.tensors)
+            if (p.name == m.tensor) t = &p;
+        if (!t) fail(nullptr, "tensor map '" + m.name + "' describes '" + m.tensor + "', which is not a tensor");
+        if (!k_.views.count(m.tensor))
+            fail(nullptr, "tensor map '" + m.name + "': tensor '" + m.tensor + "' has no (planes, rows, cols) view");
+        if (m.box_rows < 8 || m.box_rows > 256 || m.box_rows % 8)
+            fail(nullptr, "tensor map '" + m.name + "': TMA boxes have 8 to 256 rows in steps of 8, not " +
+                              std::to_string(m.box_rows));
+    }
+
     void check_dot(const Stmt &s) const {
         const TileType &acc = value(s, s->dst), &a = value(s, s->a), &b = value(s, s->b);
         if (!is_accumulator(acc)) fail(s, "the dot's accumulator must be an f32 mma-accumulator tile, not " + acc.str());
-        if (!is_operand_a(a)) fail(s, "the dot's a must be an f16/bf16 mma-operand-a tile, not " + a.str());
+        const bool wgmma = s->mma == MmaKind::Wgmma;
+        if (!is_operand_a(a) && !(wgmma && is_swizzled(a)))
+            fail(s, "the dot's a must be an f16/bf16 mma-operand-a tile (or, for wgmma, a swizzled shared tile), not " +
+                        a.str());
         if (!is_shared_tile(b) || b.elem != a.elem)
             fail(s, "the dot's b must be a shared tile of a's element type, not " + b.str());
+        if (wgmma != is_swizzled(b))
+            fail(s, wgmma ? "a wgmma reads b from a swizzled shared tile, not " + b.str()
+                          : "mma.sync reads b through ldmatrix from a row-major shared tile, not " + b.str());
+        if (wgmma && (k_.warps % 4 || acc.rows != k_.rows()))
+            fail(s, "a wgmma dot needs whole warpgroups of compute warps and a tile of all their rows");
         const int bk = s->transpose_b ? b.cols : b.rows, bn = s->transpose_b ? b.rows : b.cols;
         if (acc.rows != a.rows || a.cols != bk || acc.cols != bn)
             fail(s, "the dot's shapes disagree: acc " + shape(acc) + ", a " + shape(a) + ", b" +
@@ -179,7 +207,7 @@ private:
 
     void check_convert(const Stmt &s) const {
         const TileType &dst = value(s, s->dst), &src = value(s, s->src);
-        const bool staged = is_shared_tile(src) && is_operand_a(dst) && src.elem == dst.elem;
+        const bool staged = is_shared_tile(src) && !is_swizzled(src) && is_operand_a(dst) && src.elem == dst.elem;
         const bool rounded = is_accumulator(src) && is_operand_a(dst);
         if (!staged && !rounded)
             fail(s, "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
@@ -211,6 +239,17 @@ private:
                 fail(s, "a load fills a shared tile of the tensor's element type (" + std::string(dtype_name(t.elem)) +
                             ") or an f32 mma-accumulator tile from an f32 tensor, not " + dst.str());
             check_slice(s);
+            // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
+            if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
+            if (s->copy == CopyKind::Tma) {
+                check_index(s, s->plane, "plane");
+                check_index(s, s->row, "row");
+                if (!k_.views.count(t.name)) fail(s, "a TMA load needs the tensor's (planes, rows, cols) view");
+                bool mapped = false;
+                for (const TensorMap &m : k_.tensor_maps) mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);
+                if (!mapped) fail(s, "no tensor map of '" + s->tensor + "' has boxes of this tile's rows");
+                if (!k_.producer_warps) fail(s, "a TMA load needs producer warps to issue it");
+            }
             break;
         }
         case NodeKind::TileStore: {
@@ -267,6 +306,9 @@ private:
             block(s->body);
             break;
         case NodeKind::Barrier: break;
+        case NodeKind::Release:
+            if (!is_shared_tile(value(s, s->src))) fail(s, "only shared tiles are released");
+            break;
         }
     }
 

@@ -20,6 +20,7 @@ struct Case {
     InputStyle style = InputStyle::Normal;
     int64_t seq_q = 0;
     DType dtype = DType::F16;
+    std::string arch = "";  // "": the device's path (sm_90a: wgmma + TMA on the H200); "sm_80": mma.sync
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -29,8 +30,11 @@ void run(const OperatorSpec &op, const Case &c) {
     s.attention.seq_q = c.seq_q;
     s.dtype = c.dtype;
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
-    INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q);
-    GpuOperator g(inst);
+    INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q << " "
+                 << (c.arch.empty() ? "device arch" : c.arch));
+    GpuOptions opt;
+    opt.arch = c.arch;
+    GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
     const std::vector<HostTensor> out = g.run();
@@ -58,7 +62,14 @@ TEST_CASE("gpu attention: every operator at odd shapes matches the fp64 referenc
                                      {1, 333, 80, 80},
                                      {1, 257, 256, 256},
                                      {1, 8191, 128, 128, InputStyle::RisingScores},
-                                     {2, 100, 128, 128, InputStyle::Normal, 0, DType::BF16}};
+                                     {2, 100, 128, 128, InputStyle::Normal, 0, DType::BF16},
+                                     // Tiles that end inside a 128-key or 128-row block on the Hopper path,
+                                     // head dim 256 (64-key tiles), and the mma.sync path on the same device.
+                                     {2, 300, 64, 64, InputStyle::RisingScores},
+                                     {1, 1000, 256, 256},
+                                     {1, 2049, 64, 128, InputStyle::Normal, 0, DType::BF16},
+                                     {3, 7, 64, 64, InputStyle::Normal, 0, DType::F16, "sm_80"},
+                                     {1, 8191, 128, 128, InputStyle::RisingScores, 0, DType::F16, "sm_80"}};
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) run(op, c);

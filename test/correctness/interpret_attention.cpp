@@ -20,6 +20,7 @@ struct Case {
     int64_t seq_q = 0;
     int window = 0;
     int block_n = 32, chunks = 3;
+    GpuArch arch = GpuArch::Sm80;  // Sm90a: the wgmma/TMA program for prefill (block_n 0: its default)
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -34,8 +35,14 @@ void run(const OperatorSpec &op, const Case &c) {
     if (c.window) a.window = c.window;
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
-                 << " tile " << c.block_n);
-    internal::OperatorLowering l = internal::lower_operator(inst, 0, c.block_n, c.chunks);
+                 << " tile " << c.block_n << " " << arch_name(c.arch));
+    internal::LoweringChoices lc;
+    lc.arch = c.arch;
+    lc.block_n = c.block_n;
+    lc.chunks = c.chunks;
+    internal::OperatorLowering l = internal::lower_operator(inst, lc);
+    // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
+    if (c.arch == GpuArch::Sm90a && !a.decode) CHECK(l.program.kernels.at(0).producer_warps == 4);
     std::vector<HostTensor> in = make_inputs(inst, 5, InputStyle::RisingScores);
     std::vector<HostTensor> out = make_outputs(inst);
     for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
@@ -70,6 +77,23 @@ TEST_CASE("interpret: every attention operator's tile program matches the fp64 r
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) {
             if (op.attention.decode && c.seq_q) continue;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: the sm_90a programs (wgmma, TMA by plane and row, releases) match the fp64 reference") {
+    // 128 query rows per block over 128- or 64-key tiles; sequences that end inside a tile, several
+    // planes (batch, GQA heads), fewer query rows than keys, a window.
+    const std::vector<Case> cases = {{1, 300, 128, 128, 0, 0, 0, 3, GpuArch::Sm90a},
+                                     {2, 70, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a},
+                                     {1, 200, 64, 128, 77, 0, 0, 3, GpuArch::Sm90a},
+                                     {1, 260, 64, 64, 0, 100, 64, 3, GpuArch::Sm90a}};
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention) continue;
+        for (const Case &c : cases) {
+            if (op.attention.decode && c.seq_q) continue;
+            if (c.window && op.attention.mask != Mask::Window) continue;
             run(op, c);
         }
     }

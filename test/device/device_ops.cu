@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attention_fwd.cuh"
+#include "cuda_check.cuh"
 #include "neptune/Half.h"
 #include "op_kernels.cuh"
 
@@ -24,20 +25,6 @@ namespace {
 namespace nd = neptune::device;
 namespace dt = neptune::device_test;
 
-#define NEPTUNE_CUDA_CHECK(call)                                                                          \
-    do {                                                                                                  \
-        const cudaError_t err_ = (call);                                                                  \
-        if (err_ != cudaSuccess) {                                                                        \
-            std::printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, __LINE__, #call); \
-            std::exit(1);                                                                                 \
-        }                                                                                                 \
-    } while (0)
-
-/** After a launch: the launch error, then any error of the kernel itself. */
-void sync_launch() {
-    NEPTUNE_CUDA_CHECK(cudaGetLastError());
-    NEPTUNE_CUDA_CHECK(cudaDeviceSynchronize());
-}
 
 // ---- Element types on the host ----------------------------------------------------------------
 

@@ -16,8 +16,10 @@ const std::vector<std::pair<std::string, std::string>> &device_headers();
 
 namespace {
 
-tir::Program lower(const OperatorSpec &spec, int block_n = 64, int chunks = 4) {
-    return internal::lower_operator(instantiate(spec, 1, 256), 0, block_n, chunks).program;
+tir::Program lower(const OperatorSpec &spec, GpuArch arch = GpuArch::Sm80) {
+    internal::LoweringChoices c;
+    c.arch = arch;
+    return internal::lower_operator(instantiate(spec, 1, 256), c).program;
 }
 
 }  // namespace
@@ -26,17 +28,20 @@ TEST_CASE("lower: every attention operator gives a verified tile program and CUD
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         INFO(op.name);
-        const tir::Program p = lower(op);
-        tir::verify(p);
-        CHECK(p.kernels.size() == (op.attention.decode ? 2u : 1u));
-        const std::string src = internal::emit_cuda(p);
-        internal::NvrtcOptions no;
-        no.cubin = true;
-        no.headers = internal::device_headers();
-        for (const char *arch : {"sm_80", "sm_90"}) {
-            no.arch = arch;
-            INFO(arch << "\n" << tir::to_string(p) << "\n" << src);
-            CHECK_NOTHROW(internal::nvrtc_compile(src, op.name + ".cu", no));
+        for (const GpuArch target : {GpuArch::Sm80, GpuArch::Sm90a}) {
+            const tir::Program p = lower(op, target);
+            tir::verify(p);
+            CHECK(p.kernels.size() == (op.attention.decode ? 2u : 1u));
+            const std::string src = internal::emit_cuda(p);
+            internal::NvrtcOptions no;
+            no.cubin = true;
+            no.headers = internal::device_headers();
+            for (const char *arch : target == GpuArch::Sm90a ? std::vector<const char *>{"sm_90a"}
+                                                               : std::vector<const char *>{"sm_80", "sm_90"}) {
+                no.arch = arch;
+                INFO(arch << "\n" << tir::to_string(p) << "\n" << src);
+                CHECK_NOTHROW(internal::nvrtc_compile(src, op.name + ".cu", no));
+            }
         }
     }
 }
@@ -54,9 +59,9 @@ TEST_CASE("lower: causal and windowed masks narrow the KV loop and mask only par
     CHECK(global.find("for j in [0, ") != std::string::npos);
 }
 
-TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80 and sm_90 without spills (ptxas report)") {
+TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm_90a without spills (ptxas report)") {
     for (const char *name : {"prefill_causal", "decode_gqa"})
-        for (const char *arch : {"sm_80", "sm_90"}) {
+        for (const char *arch : {"sm_80", "sm_90", "sm_90a"}) {
             const EmittedOperator e = emit_operator(instantiate(*find_operator(name), 1, 4096), GpuOptions{}, arch);
             INFO(std::string(name) << " " << std::string(arch) << "\n" << e.ptxas_log);
             CHECK(e.ptx.find(".entry") != std::string::npos);

@@ -7,8 +7,10 @@
  * includes nothing outside the library, so NVRTC compiles it from in-memory headers alone: pass
  * every .cuh of this folder to nvrtcCreateProgram under its include name "neptune/device/<file>".
  *
- * Requirements: C++17, sm_80 or newer. Element types are the storage structs f16 and bf16. */
+ * Requirements: C++17, sm_80 or newer; the Hopper instructions (hopper.cuh: TMA, mbarriers, wgmma)
+ * exist only when compiling for sm_90a. Element types are the storage structs f16 and bf16. */
 #include "neptune/device/copy.cuh"
+#include "neptune/device/hopper.cuh"
 #include "neptune/device/mma.cuh"
 #include "neptune/device/store.cuh"
 #include "neptune/device/tile.cuh"

@@ -66,6 +66,15 @@ int neptune_module_get_function(neptune_module *module, const char *name, neptun
 int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned block[3], unsigned dynamic_smem_bytes,
                    void *stream, void **args);
 
+/** Encodes a TMA descriptor (a CUtensorMap: 128 bytes at `map`, 64-byte aligned) for a 3-D tensor of
+ * 16-bit elements at device address `base`: dims[0] contiguous elements per row, dims[1] rows per
+ * plane, dims[2] planes; strides[0] and strides[1] the bytes between rows and between planes
+ * (multiples of 16). Boxes are box[0] = 64 elements (the 128-byte swizzle's span) by box[1] rows
+ * (1..256) of one plane, written to shared memory in the 128-byte swizzle; elements outside the
+ * tensor read as zeros. The map is passed to a kernel by value (a __grid_constant__ parameter). */
+int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
+                              const unsigned long long strides[2], const unsigned box[2]);
+
 /** Device memory; device pointers travel as `void *` (a CUdeviceptr cast). Freeing NULL does nothing. */
 int neptune_malloc(void **dptr, size_t bytes);
 int neptune_free(void *dptr);

@@ -1,0 +1,203 @@
+#ifndef NEPTUNE_DEVICE_HOPPER_CUH
+#define NEPTUNE_DEVICE_HOPPER_CUH
+/** \file
+ * The Hopper (sm_90a) instructions of the device library: TMA tile copies completing on mbarriers,
+ * warpgroup MMA (wgmma) on 128-byte-swizzled shared tiles and register fragments, the fences that
+ * order them, and register reallocation between warp roles. The emitted kernel decides the order
+ * of these calls, the barrier phases and the roles; this header only wraps one instruction (or one
+ * tile's worth of instructions) per function. Declared only when compiling for sm_90a (or for the
+ * host), so using it for another architecture fails to compile. */
+#include "neptune/device/tile.cuh"
+#include "neptune/device/types.cuh"
+#include "neptune/device/wgmma_ops.cuh"
+
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+namespace neptune::device {
+
+/** A TMA descriptor as the driver encodes it (CUtensorMap): passed to kernels by value as a
+ * `const __grid_constant__` parameter, so that its address is one TMA can read. */
+struct alignas(64) tensor_map {
+    unsigned long long opaque[16];
+};
+
+// ---- Swizzled shared tiles -----------------------------------------------------------------------
+
+/** A ROWS x COLS tile of 16-bit T in the layout TMA's 128-byte swizzle writes and wgmma descriptors
+ * read: COLS / 64 column blocks of ROWS rows x 128 bytes one after another; in block b, the 16-byte
+ * chunk c of row r (columns 64 b + 8 c .. + 7) sits at chunk c ^ (r % 8). `ptr` is 1024-byte
+ * aligned (the swizzle pattern repeats every 8 rows = 1024 bytes, and TMA swizzles absolute
+ * addresses). Element (r, c):
+ *
+ *     block 0 (cols 0..63)           block 1 (cols 64..127)
+ *     row 0: chunks 0 1 2 3 4 5 6 7   row 0: chunks 0 1 2 ...
+ *     row 1: chunks 1 0 3 2 5 4 7 6   ...
+ *     row 2: chunks 2 3 0 1 6 7 4 5
+ */
+template <typename T, int ROWS, int COLS>
+struct swizzled_tile {
+    static_assert(is_element<T>::value, "swizzled_tile: T is f16 or bf16");
+    static_assert(COLS % 64 == 0 && ROWS % 8 == 0 && ROWS <= 256, "swizzled_tile: 64-column blocks of 8-row groups");
+    static constexpr int rows = ROWS;
+    static constexpr int cols = COLS;
+    static constexpr int block_bytes = ROWS * 128;
+    static constexpr int bytes = (COLS / 64) * block_bytes;
+
+    T *ptr;
+
+    NEPTUNE_DEVICE_INLINE T *at(int r, int c) const {
+        const int chunk = ((c & 63) >> 3) ^ (r & 7);
+        return ptr + (c >> 6) * (ROWS * 64) + r * 64 + chunk * 8 + (c & 7);
+    }
+};
+
+// ---- mbarriers -----------------------------------------------------------------------------------
+
+/** One thread initialises; then fence_barrier_init and a CTA barrier before any other use. */
+NEPTUNE_DEVICE_INLINE void mbarrier_init(unsigned long long *bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+NEPTUNE_DEVICE_INLINE void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
+}
+/** Arrives once and announces `bytes` of copies that will complete on the barrier. */
+NEPTUNE_DEVICE_INLINE void mbarrier_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+NEPTUNE_DEVICE_INLINE void mbarrier_arrive(unsigned long long *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" : : "r"(smem_address(bar)) : "memory");
+}
+/** Returns once the phase of parity `parity` has completed (a fresh barrier is in phase 0, so a
+ * wait for parity 1 returns at once: the first pass through a ring of empty buffers). */
+NEPTUNE_DEVICE_INLINE void mbarrier_wait(unsigned long long *bar, unsigned parity) {
+    unsigned done = 0;
+    const unsigned addr = smem_address(bar);
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(addr), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// ---- TMA -----------------------------------------------------------------------------------------
+
+NEPTUNE_DEVICE_INLINE void tma_prefetch(const tensor_map &map) {
+    asm volatile("prefetch.tensormap [%0];" : : "l"(reinterpret_cast<unsigned long long>(&map)) : "memory");
+}
+
+/** Copies the box at element coordinates (c0, c1, c2) of `map` (innermost first) to `dst`, completing
+ * `bar`'s transactions; what lies outside the tensor arrives as zeros. */
+NEPTUNE_DEVICE_INLINE void tma_load_3d(void *dst, const tensor_map &map, unsigned long long *bar, int c0, int c1, int c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+        :
+        : "r"(smem_address(dst)), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2),
+          "r"(smem_address(bar))
+        : "memory");
+}
+
+/** Issues the copies of rows [row0, row0 + ROWS) of `plane` into `dst`, one 64-column box per
+ * column block; all of it completes on `bar`, which expects tma_tile_bytes<...> bytes. */
+template <typename T, int ROWS, int COLS>
+NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const tensor_map &map, int row0, int plane,
+                                         unsigned long long *bar) {
+#pragma unroll
+    for (int b = 0; b < COLS / 64; ++b) tma_load_3d(dst.ptr + b * ROWS * 64, map, bar, 64 * b, row0, plane);
+}
+
+/** Ordinary shared-memory writes made visible to the async proxy (TMA stores, wgmma reads). */
+NEPTUNE_DEVICE_INLINE void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
+}
+
+// ---- Warp roles ----------------------------------------------------------------------------------
+
+/** The warpgroup's register budget becomes N (a multiple of 8 in [24, 256]); needs a register count
+ * at kernel entry (__launch_bounds__(threads, 1)) and all four warps of the warpgroup. */
+template <int N>
+NEPTUNE_DEVICE_INLINE void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" : : "n"(N));
+}
+template <int N>
+NEPTUNE_DEVICE_INLINE void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" : : "n"(N));
+}
+
+// ---- wgmma ---------------------------------------------------------------------------------------
+
+NEPTUNE_DEVICE_INLINE void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" : : : "memory");
+}
+NEPTUNE_DEVICE_INLINE void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory");
+}
+template <int N>
+NEPTUNE_DEVICE_INLINE void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" : : "n"(N) : "memory");
+}
+
+/** Tells the compiler that every register of `c` may change here: NVVM does not know that wgmma
+ * writes its accumulators asynchronously, so reads of c are fenced behind the wait this way. */
+template <int MT, int NT>
+NEPTUNE_DEVICE_INLINE void fence_registers(acc_tile<MT, NT> &c) {
+    for_each_register(c, [](float &e, int, int, int) { asm volatile("" : "+f"(e) : : "memory"); });
+}
+
+/** A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride
+ * byte offsets (16-byte units, 14 bits each), swizzle mode 1 in bits 62-63. */
+NEPTUNE_DEVICE_INLINE unsigned long long swizzle128_descriptor(unsigned addr, unsigned leading_bytes, unsigned stride_bytes) {
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+           static_cast<unsigned long long>((leading_bytes >> 4) & 0x3FFF) << 16 |
+           static_cast<unsigned long long>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
+}
+
+/** c = [c +] a[a_row0 .. a_row0 + 64) b^T for this warpgroup: a (M x K) and b (N x K, N = 8 NT = its
+ * rows) are K-major swizzled tiles (S = Q K^T: both [rows][head dim]). Issues K / 16 wgmmas (SS) and
+ * commits them as one group; the result is there after wgmma_wait. K-major 128B-swizzled operands:
+ * 8-row groups 1024 bytes apart (stride offset), a k16 step 32 bytes further in the 128-byte row,
+ * the next 64 columns one column block further. */
+template <typename T, int NT, int RA, int RB, int K>
+NEPTUNE_DEVICE_INLINE void wgmma_abt(acc_tile<1, NT> &c, swizzled_tile<T, RA, K> a, int a_row0, swizzled_tile<T, RB, K> b,
+                                     bool accumulate) {
+    static_assert(8 * NT == RB, "wgmma_abt: the accumulator has one column per row of b");
+    float(&d)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(c.v[0]);
+    const unsigned a0 = smem_address(a.ptr) + unsigned(a_row0) * 128u, b0 = smem_address(b.ptr);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) {
+        const unsigned off = unsigned(k % 4) * 32u;
+        const unsigned long long da = swizzle128_descriptor(a0 + (k / 4) * a.block_bytes + off, 16, 1024);
+        const unsigned long long db = swizzle128_descriptor(b0 + (k / 4) * b.block_bytes + off, 16, 1024);
+        wgmma_op<T, 8 * NT>::template ss<0, 0>(d, da, db, (accumulate || k > 0) ? 1 : 0);
+    }
+    wgmma_commit();
+}
+
+/** c = [c +] a b for this warpgroup: a is the register A operand (64 x 16 KT, e.g. P converted from
+ * an accumulator), b the first 16 KT rows of a swizzled tile whose columns are N = 8 NT (O += P V,
+ * V stored [key][head dim]: MN-major, so transposed in the instruction). MN-major 128B-swizzled B:
+ * 64-column blocks one block apart (leading offset), 8-key groups 1024 bytes apart (stride offset),
+ * a k16 step 16 rows = 2048 bytes further. Commits one group. */
+template <typename T, int NT, int KT, int RB, int COLS>
+NEPTUNE_DEVICE_INLINE void wgmma_ab(acc_tile<1, NT> &c, const a_tile<T, 1, KT> &a, swizzled_tile<T, RB, COLS> b,
+                                    bool accumulate) {
+    static_assert(8 * NT == COLS, "wgmma_ab: the accumulator has b's columns");
+    static_assert(16 * KT <= RB, "wgmma_ab: b has fewer rows than a has columns");
+    float(&d)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(c.v[0]);
+    const unsigned b0 = smem_address(b.ptr);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < KT; ++k) {
+        const unsigned long long db = swizzle128_descriptor(b0 + unsigned(k) * 2048u, b.block_bytes, 1024);
+        wgmma_op<T, 8 * NT>::template rs<1>(d, a.v[0][k], db, (accumulate || k > 0) ? 1 : 0);
+    }
+    wgmma_commit();
+}
+
+}  // namespace neptune::device
+
+#endif
+#endif
