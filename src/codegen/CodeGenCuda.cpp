@@ -102,7 +102,7 @@ private:
         if (c->name == "exp_f32") return "nd::fast_exp2((" + a + ") * 1.44269504f)";  // exp(x) = 2^(x log2 e)
         if (c->name == "fast_exp2") return "nd::fast_exp2(" + a + ")";
         if (c->name == "log_f32") return "logf(" + a + ")";
-        if (c->name == "tanh_f32") return "tanhf(" + a + ")";
+        if (c->name == "tanh_f32") return "nd::fast_tanh(" + a + ")";
         if (c->name == "sqrt_f32") return "sqrtf(" + a + ")";
         if (c->name == "abs" || c->name == "abs_f32") return "fabsf(" + a + ")";
         if (c->name == "pow_f32") return "powf(" + a + ", " + print(c->args[1]) + ")";
@@ -281,10 +281,8 @@ private:
         const Node &n = *s;
         if (n.kind == NodeKind::CarriedLoop) {
             const std::string j = ident(n.var);
-            line("for (int " + j + " = " + scalar(n.begin) + ", " + j + "_begin = " + j + "; " + j + " < " + scalar(n.end) +
-                 "; ++" + j + ") {");
+            line("for (int " + j + " = " + scalar(n.begin) + "; " + j + " < " + scalar(n.end) + "; ++" + j + ") {");
             indent_++;
-            loop_position(n);
             LoopCtx inner{&n, 0};
             for (const Stmt &b : n.body) produce(b, &inner);
             indent_--;
@@ -292,14 +290,23 @@ private:
             return;
         }
         if (n.kind != NodeKind::TileLoad) throw InternalError("emit_cuda: a TMA load under a condition");
+        (void)lc;
         const TileType &t = k_.values.at(n.dst);
-        const bool ring = lc && layout_.buffers.at(n.dst) > 1;
-        const std::string j = ring ? ident(lc->loop->var) : "";
-        const std::string stage = ring ? "stage_" + j : "0";
-        if (ring) line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", phase_" + j + " ^ 1);");
+        const std::string stage = ring_position(n);
+        if (n.ring.defined()) line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", " + ident(n.dst) + "_phase ^ 1u);");
         line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " + std::to_string(tile_bytes(t)) + ");");
         line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " + scalar(n.row) +
              ", " + scalar(n.plane) + ", " + ident(n.dst) + "_full + " + stage + ");");
+    }
+
+    // A TMA load's buffer: for a ring tile, T_stage and T_phase (the parity of its barriers' current
+    // phase) from the load's ring position, defined here for the statements that follow; else 0.
+    std::string ring_position(const Node &n) {
+        if (!n.ring.defined()) return "0";
+        const std::string t = ident(n.dst), stages = std::to_string(k_.pipeline_stages), r = scalar(n.ring);
+        line("const int " + t + "_stage = (" + r + ") % " + stages + ";");
+        line("const unsigned " + t + "_phase = unsigned((" + r + ") / " + stages + ") & 1u;");
+        return t + "_stage";
     }
 
     // stage_j and phase_j: which ring buffer iteration j uses, and the parity of its barriers' phase.
@@ -369,6 +376,7 @@ private:
     }
 
     std::string current_buf(const std::string &tile, const LoopCtx *lc) const {
+        if (k_.producer_warps && layout_.empty_barrier.count(tile)) return ident(tile) + "_buf(" + ident(tile) + "_stage)";
         const bool piped = layout_.buffers.count(tile) && layout_.buffers.at(tile) > 1;
         return ident(tile) + "_buf(" + (piped && lc ? "stage_" + ident(lc->loop->var) : "0") + ")";
     }
@@ -393,10 +401,9 @@ private:
                 break;
             }
             if (n.copy == CopyKind::Tma) {  // the producer issued the copy: wait for it to land
-                const bool ring = lc && layout_.buffers.at(n.dst) > 1;
-                const std::string j = ring ? ident(lc->loop->var) : "";
-                line("nd::mbarrier_wait(" + ident(n.dst) + "_full + " + (ring ? "stage_" + j : "0") + ", " +
-                     (ring ? "phase_" + j : "0u") + ");");
+                const std::string stage = ring_position(n);
+                line("nd::mbarrier_wait(" + ident(n.dst) + "_full + " + stage + ", " +
+                     (n.ring.defined() ? ident(n.dst) + "_phase" : std::string("0u")) + ");");
                 break;
             }
             if (t.layout == Layout::SharedSwizzled128) throw InternalError("emit_cuda: swizzled tiles are filled by TMA");
@@ -467,8 +474,10 @@ private:
                          current_buf(n.b, lc) + ", " + acc + ");");
                 else
                     line("nd::wgmma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + acc + ");");
-                line("nd::wgmma_wait<0>();");
-                line("nd::fence_registers(" + ident(n.dst) + ");");
+                if (!n.async) {
+                    line("nd::wgmma_wait<0>();");
+                    line("nd::fence_registers(" + ident(n.dst) + ");");
+                }
                 break;
             }
             if (!n.accumulate) line("nd::fill(" + ident(n.dst) + ", 0.0f);");
@@ -499,13 +508,17 @@ private:
             // With a producer warpgroup, a barrier is among the compute warps only (the producer runs ahead).
             line(k_.producer_warps ? "nd::named_barrier(1, THREADS);" : "nd::barrier();");
             break;
-        case NodeKind::Release: {
-            const std::string j = lc ? ident(lc->loop->var) : "";
-            if (!lc || !layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
+        case NodeKind::Release:
+            if (!layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
             line("__syncwarp();");
-            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + stage_" + j + ");");
+            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " + ident(n.src) + "_stage);");
             break;
-        }
+        case NodeKind::DotWait:
+            // The retired dots' registers are fenced, so the compiler neither reads results early nor
+            // reuses operand registers that the tensor cores may still read.
+            line("nd::wgmma_wait<" + std::to_string(n.pending) + ">();");
+            for (const std::string &f : n.fenced) line("nd::fence_registers(" + ident(f) + ");");
+            break;
         }
     }
 
@@ -533,7 +546,7 @@ private:
         }
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;
-        loop_position(n);
+        if (!k_.producer_warps) loop_position(n);
         for (const Stmt &b : n.body) stmt(b, &lc);
         indent_--;
         line("}");

@@ -7,6 +7,7 @@
 
 #include "lower/BuildTileProgram.h"
 #include "lower/HoistRowInvariants.h"
+#include "lower/OverlapDots.h"
 #include "lower/PipelineLoads.h"
 #include "lower/PlanSharedMemory.h"
 #include "lower/SelectMma.h"
@@ -90,6 +91,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("select_mma", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // follows select_mma's layouts
     log("specialize_warps", p);
+    p = each_kernel(p, overlap_dots);  // needs the ring positions and releases of specialize_warps
+    log("overlap_dots", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined

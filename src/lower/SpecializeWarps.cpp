@@ -31,7 +31,7 @@ Kernel specialize_warps(const Kernel &k, int stages) {
     if (stages < 2) throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
     Kernel out = k;
     std::map<std::string, int> box_rows;  // one tensor map per tensor
-    auto tma = [&](const Stmt &s, bool in_loop) {
+    auto tma = [&](const Stmt &s, const Node *loop) {
         const TileType &t = k.values.at(s->dst);
         if (!s->plane.defined()) throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (plane, row)");
         auto [it, fresh] = box_rows.emplace(s->tensor, t.rows);
@@ -39,7 +39,9 @@ Kernel specialize_warps(const Kernel &k, int stages) {
         if (it->second != t.rows) throw InternalError(k.name + ": " + s->tensor + " is loaded in tiles of two heights");
         return with(s, [&](Node &n) {
             n.copy = CopyKind::Tma;
-            n.stage = in_loop ? 0 : -1;
+            n.stage = loop ? 0 : -1;
+            // One load per iteration: iteration j's is the ring's (j - begin)-th.
+            if (loop) n.ring = Halide::Internal::Variable::make(Halide::Int(32), loop->var) - loop->begin;
         });
     };
     Block top;
@@ -49,7 +51,7 @@ Kernel specialize_warps(const Kernel &k, int stages) {
             top.back()->copy == CopyKind::Tma)
             continue;
         top.push_back(s);
-        if (s->kind == NodeKind::TileLoad && swizzled.count(s->dst)) top.back() = tma(s, false);
+        if (s->kind == NodeKind::TileLoad && swizzled.count(s->dst)) top.back() = tma(s, nullptr);
     }
     out.body = top;
     for (Stmt &s : out.body) {
@@ -58,7 +60,7 @@ Kernel specialize_warps(const Kernel &k, int stages) {
         std::vector<std::string> ring;
         for (const Stmt &b : s->body) {
             if (b->kind == NodeKind::TileLoad && swizzled.count(b->dst)) {
-                body.push_back(tma(b, true));
+                body.push_back(tma(b, s.get()));
                 ring.push_back(b->dst);
             } else {
                 body.push_back(b);
@@ -69,7 +71,8 @@ Kernel specialize_warps(const Kernel &k, int stages) {
             size_t last = 0;
             for (size_t i = 0; i < body.size(); i++)
                 if (reads_anywhere(body[i], t)) last = i;
-            body.insert(body.begin() + long(last) + 1, make_release(t));
+            body.insert(body.begin() + long(last) + 1,
+                        make_release(t, Halide::Internal::Variable::make(Halide::Int(32), s->var) - s->begin));
         }
         s = with(s, [&](Node &n) { n.body = body; });
     }

@@ -167,9 +167,17 @@ Stmt make_if(Halide::Expr cond, Block body, const std::string &note) {
 
 Stmt make_barrier() { return node(NodeKind::Barrier); }
 
-Stmt make_release(const std::string &tile) {
+Stmt make_release(const std::string &tile, Halide::Expr ring) {
     auto n = node(NodeKind::Release);
     n->src = tile;
+    n->ring = std::move(ring);
+    return n;
+}
+
+Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
+    auto n = node(NodeKind::DotWait);
+    n->pending = pending;
+    n->fenced = std::move(fenced);
     return n;
 }
 

@@ -103,7 +103,8 @@ struct ScalarDef {
     X(CarriedLoop) /* for var in [begin, end): body, carrying named state across iterations */     \
     X(IfThen)      /* tile-skipping and partial-tile conditions */                                 \
     X(Barrier)     /* every thread of the block */                                                 \
-    X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */
+    X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
+    X(DotWait)     /* until at most `pending` asynchronous dots are in flight */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -138,7 +139,12 @@ using Block = std::vector<Stmt>;
  *  Convert    dst = src: shared -> MMA operand (same values), or f32 accumulator -> f16/bf16 MMA operand
  *             (rounded to nearest even): how P reaches the second MMA.
  *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier, Release
- *             (src: the tile): no value; Release lets the producer refill the buffer. */
+ *             (src: the tile): no value; Release lets the producer refill the buffer.
+ *  Asynchronous dots (async = true, wgmma) take effect at once in these semantics; the program must
+ *  then not touch their accumulator, nor write their operands, until a DotWait retires them (the
+ *  verifier checks it), so the hardware's later completion gives the same result. Dots retire in
+ *  issue order: DotWait(pending = n) retires all but the n most recent. `fenced` names the register
+ *  values the retired dots wrote or read, which the emitter keeps the compiler from touching early. */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -153,8 +159,13 @@ struct Node {
     Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view
     CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
     int stage = -1;              // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
+    Halide::Expr ring;           // TileLoad (Tma) and Release of a ring tile: the load's position in the ring
+                                 // (loads of that tile before it), which picks the buffer and barrier phase
     MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)
     bool accumulate = true;      // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
+    bool async = false;          // TileDot: retired by a later DotWait (set by overlap_dots)
+    int pending = 0;             // DotWait
+    std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
     Halide::Expr cond;           // IfThen
@@ -183,7 +194,8 @@ Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std
                Block body);
 Stmt make_if(Halide::Expr cond, Block body, const std::string &note = "");
 Stmt make_barrier();
-Stmt make_release(const std::string &tile);
+Stmt make_release(const std::string &tile, Halide::Expr ring = Halide::Expr());
+Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 

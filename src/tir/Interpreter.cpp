@@ -487,7 +487,8 @@ private:
             if (scalar(s->cond) != 0) block(s->body);
             break;
         case NodeKind::Barrier:
-        case NodeKind::Release: break;
+        case NodeKind::Release:
+        case NodeKind::DotWait: break;  // asynchronous dots took effect at issue
         }
     }
 

@@ -53,6 +53,7 @@ std::string head(const Node &n) {
     case NodeKind::IfThen: return "if (" + expr(n.cond) + ") {";
     case NodeKind::Barrier: return "barrier";
     case NodeKind::Release: return "release " + n.src;
+    case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }
     return "?";
 }
@@ -67,7 +68,8 @@ std::string comment(const Node &n) {
         if (n.stage >= 0) copy += (copy.empty() ? "" : " ") + std::string("stage ") + std::to_string(n.stage);
         if (!copy.empty()) parts.push_back(copy);
     }
-    if (n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma) parts.push_back("wgmma");
+    if (n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma) parts.push_back(n.async ? "wgmma, async" : "wgmma");
+    if (n.ring.defined()) parts.push_back("ring " + expr(n.ring));
     if (!n.note.empty()) parts.push_back(n.note);
     if (parts.empty()) return "";
     std::string s = "  // " + parts[0];

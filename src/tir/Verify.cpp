@@ -1,5 +1,6 @@
 // The tile IR's invariants, checked in one walk: declarations, scopes and layouts of every operand,
 // shapes of dots and conversions, the names maps and scalar expressions read.
+#include <algorithm>
 #include <set>
 
 #include "neptune/Error.h"
@@ -308,6 +309,11 @@ private:
         case NodeKind::Barrier: break;
         case NodeKind::Release:
             if (!is_shared_tile(value(s, s->src))) fail(s, "only shared tiles are released");
+            if (s->ring.defined()) check_index(s, s->ring, "ring position");
+            break;
+        case NodeKind::DotWait:
+            if (s->pending < 0 || s->pending > 7) fail(s, "wgmma waits for 0 to 7 pending groups");
+            for (const std::string &f : s->fenced) value(s, f);
             break;
         }
     }
@@ -317,6 +323,68 @@ private:
             if (!s) fail(nullptr, "a statement is null");
             stmt(s);
         }
+        check_async(b, {});
+    }
+
+    // ---- Asynchronous dots: untouched until retired, and retired in the block that issues them ----
+
+    /** The values a statement (and its body) writes and reads. */
+    static void effects(const Stmt &s, std::set<std::string> &writes, std::set<std::string> &reads) {
+        const Node &n = *s;
+        switch (n.kind) {
+        case NodeKind::TileLoad:
+        case NodeKind::RowLoad:
+        case NodeKind::Fill: writes.insert(n.dst); break;
+        case NodeKind::TileMap:
+        case NodeKind::RowMap:
+            writes.insert(n.dst);
+            for (const HI::Variable *v : variables_of(n.value)) reads.insert(v->name);
+            break;
+        case NodeKind::TileReduce:
+            writes.insert(n.dst);
+            reads.insert(n.dst);
+            reads.insert(n.src);
+            break;
+        case NodeKind::TileDot:
+            writes.insert(n.dst);
+            reads.insert(n.dst);
+            reads.insert(n.a);
+            reads.insert(n.b);
+            break;
+        case NodeKind::Convert:
+            writes.insert(n.dst);
+            reads.insert(n.src);
+            break;
+        case NodeKind::TileStore:
+        case NodeKind::RowStore: reads.insert(n.src); break;
+        case NodeKind::Release: writes.insert(n.src); break;  // the producer may overwrite the buffer
+        default: break;
+        }
+        for (const Stmt &b : n.body) effects(b, writes, reads);
+    }
+
+    void check_async(const Block &b, std::vector<const Node *> in_flight) const {
+        for (const Stmt &s : b) {
+            if (s->kind == NodeKind::DotWait) {
+                const size_t keep = std::min(in_flight.size(), size_t(s->pending));
+                in_flight.erase(in_flight.begin(), in_flight.end() - long(keep));
+                continue;
+            }
+            std::set<std::string> writes, reads;
+            effects(s, writes, reads);
+            for (const Node *d : in_flight) {
+                if (writes.count(d->dst) || reads.count(d->dst))
+                    fail(s, "touches '" + d->dst + "' while the asynchronous dot writing it is in flight");
+                if (writes.count(d->a) || writes.count(d->b))
+                    fail(s, "overwrites an operand of the asynchronous dot into '" + d->dst + "' while it is in flight");
+            }
+            if (s->kind == NodeKind::TileDot && s->async) {
+                if (s->mma != MmaKind::Wgmma) fail(s, "only wgmma dots are asynchronous");
+                in_flight.push_back(s.get());
+            }
+        }
+        if (!in_flight.empty())
+            fail(nullptr, "the asynchronous dot into '" + in_flight.back()->dst + "' is not retired in the block that issues it");
     }
 };
 

@@ -11,8 +11,10 @@
     do {                                                                                                  \
         const cudaError_t err_ = (call);                                                                  \
         if (err_ != cudaSuccess) {                                                                        \
-            std::printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, __LINE__, #call); \
-            std::exit(1);                                                                                 \
+            /* stderr and _Exit: the CUDA runtime's exit handlers must not swallow the message */       \
+            std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, __LINE__, #call); \
+            std::fflush(stdout);                                                                          \
+            std::_Exit(1);                                                                                \
         }                                                                                                 \
     } while (0)
 

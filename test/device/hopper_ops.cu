@@ -84,8 +84,8 @@ struct DeviceTensor {
         const unsigned long long strides[2] = {2ull * cols, 2ull * cols * rows};
         const unsigned box[2] = {64, unsigned(box_rows)};
         if (neptune_tensor_map_encode(&map, dev, 2, dims, strides, box) != NEPTUNE_OK) {
-            std::printf("neptune_tensor_map_encode: %s\n", neptune_last_error());
-            std::exit(1);
+            std::fprintf(stderr, "neptune_tensor_map_encode: %s\n", neptune_last_error());
+            std::_Exit(1);
         }
     }
     ~DeviceTensor() { cudaFree(dev); }
@@ -179,6 +179,8 @@ void allow_smem(K kernel, int bytes) {
 
 template <typename T, int ROWS, int COLS>
 void test_tma(Checker &ck, std::mt19937 &rng) {
+    std::printf("tma %s %dx%d\n", type_name<T>(), ROWS, COLS);
+    std::fflush(stdout);
     const int planes = 3, rows = 100;
     DeviceTensor<T> t(rng, planes, rows, COLS, ROWS);
     T *out = nullptr;
@@ -206,6 +208,8 @@ void test_tma(Checker &ck, std::mt19937 &rng) {
 
 template <typename T, int RA, int N, int K>
 void test_wgmma_abt(Checker &ck, std::mt19937 &rng, bool accumulate) {
+    std::printf("wgmma ss %s %d x %d x %d\n", type_name<T>(), RA, N, K);
+    std::fflush(stdout);
     DeviceTensor<T> a(rng, 1, RA, K, RA), b(rng, 1, N, K, N);
     float *out = nullptr;
     NEPTUNE_CUDA_CHECK(cudaMalloc(&out, RA * N * sizeof(float)));
@@ -231,6 +235,8 @@ void test_wgmma_abt(Checker &ck, std::mt19937 &rng, bool accumulate) {
 
 template <typename T, int KT, int RV, int N>
 void test_wgmma_ab(Checker &ck, std::mt19937 &rng) {
+    std::printf("wgmma rs %s 64 x %d x %d\n", type_name<T>(), N, 16 * KT);
+    std::fflush(stdout);
     constexpr int K = 16 * KT;
     DeviceTensor<T> a(rng, 1, 64, K, 64), v(rng, 1, RV, N, RV);
     float *out = nullptr;

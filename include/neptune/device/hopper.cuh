@@ -146,6 +146,17 @@ NEPTUNE_DEVICE_INLINE void fence_registers(acc_tile<MT, NT> &c) {
     for_each_register(c, [](float &e, int, int, int) { asm volatile("" : "+f"(e) : : "memory"); });
 }
 
+/** The same for a register A operand that an asynchronous wgmma may still read. */
+template <typename T, int MT, int KT>
+NEPTUNE_DEVICE_INLINE void fence_registers(a_tile<T, MT, KT> &a) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int k = 0; k < KT; ++k)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a.v[m][k][r]) : : "memory");
+}
+
 /** A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride
  * byte offsets (16-byte units, 14 bits each), swizzle mode 1 in bits 62-63. */
 NEPTUNE_DEVICE_INLINE unsigned long long swizzle128_descriptor(unsigned addr, unsigned leading_bytes, unsigned stride_bytes) {

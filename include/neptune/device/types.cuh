@@ -97,6 +97,15 @@ NEPTUNE_DEVICE_INLINE float fast_exp2(float x) {
     return r;
 }
 
+/** tanh by the SFU (tanh.approx.f32: relative error below 2^-10.98, about fp16's unit roundoff,
+ * which is what the scores of 16-bit inputs carry anyway; FlashAttention's softcap uses it too). One
+ * instruction instead of tanhf's dozen; softcap kernels pay it once per score. */
+NEPTUNE_DEVICE_INLINE float fast_tanh(float x) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 // ---- Warp and CTA helpers ------------------------------------------------------------------------
 
 NEPTUNE_DEVICE_INLINE int warp_id() {

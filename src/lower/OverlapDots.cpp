@@ -1,0 +1,139 @@
+#include "lower/OverlapDots.h"
+
+#include <set>
+
+namespace neptune::internal {
+
+namespace HI = Halide::Internal;
+using Halide::Expr;
+using namespace tir;
+
+namespace {
+
+// The value names a statement writes and reads (maps read the Variables of their expression).
+void effects(const Stmt &s, std::set<std::string> &writes, std::set<std::string> &reads) {
+    class Vars : public HI::IRGraphVisitor {
+    public:
+        std::set<std::string> *out;
+        using HI::IRGraphVisitor::visit;
+        void visit(const HI::Variable *op) override { out->insert(op->name); }
+    } vars;
+    vars.out = &reads;
+    const Node &n = *s;
+    if (!n.dst.empty()) writes.insert(n.dst);
+    if (n.kind == NodeKind::TileReduce || n.kind == NodeKind::TileDot) reads.insert(n.dst);
+    if (n.kind == NodeKind::TileMap || n.kind == NodeKind::RowMap) n.value.accept(&vars);
+    for (const std::string *r : {&n.src, &n.a, &n.b})
+        if (!r->empty()) reads.insert(*r);
+    for (const Stmt &b : n.body) effects(b, writes, reads);
+}
+
+bool is_tma_load(const Stmt &s) { return s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma && s->ring.defined(); }
+
+// The three statements load x; dot reading x; release x at `at`, or false.
+bool load_dot_release(const Block &b, size_t at, const std::string &operand_b) {
+    return at + 2 < b.size() && is_tma_load(b[at]) && b[at]->dst == operand_b && b[at + 1]->kind == NodeKind::TileDot &&
+           b[at + 1]->mma == MmaKind::Wgmma && b[at + 1]->b == operand_b && b[at + 2]->kind == NodeKind::Release &&
+           b[at + 2]->src == operand_b;
+}
+
+// A copy of the load / release with the loop variable one iteration back (C for tile j - 1).
+Stmt previous_iteration(const Stmt &s, const std::string &var) {
+    const Expr prev = HI::Variable::make(Halide::Int(32), var) - 1;
+    auto sub = [&](const Expr &e) { return e.defined() ? HI::simplify(HI::substitute(var, prev, e)) : e; };
+    return with(s, [&](Node &n) {
+        for (Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.plane, &n.row, &n.ring}) *e = sub(*e);
+    });
+}
+
+Stmt async_dot(const Stmt &s) {
+    return with(s, [](Node &n) { n.async = true; });
+}
+
+Stmt sync_dot(const Stmt &s) {
+    return with(s, [](Node &n) { n.async = false; });
+}
+
+// The three loops replacing `loop`, or nothing when its body has another shape.
+Block rotate(const Stmt &loop) {
+    const Block &body = loop->body;
+    // A: the score dot on the loop's first tile, its operand K released right after.
+    if (body.empty() || !is_tma_load(body[0]) || !load_dot_release(body, 0, body[0]->dst) || !body[1]->transpose_b)
+        return {};
+    // C: the last dot, acc += p v with p in registers.
+    size_t c = body.size();
+    for (size_t i = 3; i < body.size(); i++)
+        if (body[i]->kind == NodeKind::TileDot) c = i - 1;
+    if (c == body.size() || !load_dot_release(body, c, body[c]->dst)) return {};
+    const Stmt &pv = body[c + 1];
+    if (pv->transpose_b || !pv->accumulate) return {};
+    const std::string acc = pv->dst, p = pv->a, s = body[1]->dst;
+    // B2: what touches acc or p, and what depends on B2 either way (so B2 keeps its order and B1,
+    // which moves ahead of it, shares no value with it).
+    Block b1, b2;
+    std::set<std::string> b2_reads, b2_writes;
+    for (size_t i = 3; i < c; i++) {
+        std::set<std::string> w, r;
+        effects(body[i], w, r);
+        bool later = w.count(acc) || r.count(acc) || w.count(p);
+        for (const std::string &x : r) later = later || b2_writes.count(x);
+        for (const std::string &x : w) later = later || b2_writes.count(x) || b2_reads.count(x);
+        if (!later) {
+            b1.push_back(body[i]);
+            continue;
+        }
+        b2.push_back(body[i]);
+        b2_reads.insert(r.begin(), r.end());
+        b2_writes.insert(w.begin(), w.end());
+    }
+    // D moves ahead of C's dot in the first loop: it must not read acc, nor write acc or p.
+    const Block d(body.begin() + long(c) + 3, body.end());
+    for (const Stmt &x : d) {
+        std::set<std::string> w, r;
+        effects(x, w, r);
+        if (r.count(acc) || w.count(acc) || w.count(p)) return {};
+    }
+
+    const std::string &j = loop->var;
+    const Expr begin = loop->begin, end = loop->end;
+    Block first(body.begin(), body.begin() + long(c));
+    first.insert(first.end(), d.begin(), d.end());
+    Block steady = {body[0], async_dot(body[1]), previous_iteration(body[c], j), async_dot(pv), make_dot_wait(1, {s}),
+                    body[2]};
+    steady.insert(steady.end(), b1.begin(), b1.end());
+    steady.push_back(make_dot_wait(0, {acc, p}));
+    steady.push_back(previous_iteration(body[c + 2], j));
+    steady.insert(steady.end(), b2.begin(), b2.end());
+    steady.insert(steady.end(), d.begin(), d.end());
+    const Block last = {body[c], sync_dot(pv), body[c + 2]};
+    return {make_loop(j, begin, HI::simplify(Halide::min(begin + 1, end)), loop->carried, first),
+            make_loop(j, HI::simplify(begin + 1), end, loop->carried, steady),
+            make_loop(j, HI::simplify(Halide::max(begin, end - 1)), end, loop->carried, last)};
+}
+
+}  // namespace
+
+Kernel overlap_dots(const Kernel &k) {
+    if (!k.producer_warps) return k;
+    Kernel out = k;
+    Block body;
+    bool changed = false;
+    for (const Stmt &s : k.body) {
+        if (s->kind != NodeKind::CarriedLoop) {
+            body.push_back(s);
+            continue;
+        }
+        const Block r = rotate(s);
+        if (r.empty()) {
+            body.push_back(s);
+            continue;
+        }
+        changed = true;
+        body.insert(body.end(), r.begin(), r.end());
+    }
+    if (!changed) return k;
+    out.body = body;
+    return out;
+}
+
+}  // namespace neptune::internal
