@@ -303,7 +303,8 @@ int cmd_emit(const EmitArgs &a) {
         std::ofstream(a.out + "/" + spec.name + ".cu") << e.cuda;
         std::ofstream(a.out + "/" + spec.name + ".ptx") << e.ptx;
         std::ofstream(a.out + "/" + spec.name + ".ptxas.txt") << e.ptxas_log;
-        fmt::print("wrote {0}/{1}.tir, .cu, .ptx and .ptxas.txt\n", a.out, spec.name);
+        std::ofstream(a.out + "/" + spec.name + ".cubin", std::ios::binary).write(e.cubin.data(), std::streamsize(e.cubin.size()));
+        fmt::print("wrote {0}/{1}.tir, .cu, .ptx, .ptxas.txt and .cubin\n", a.out, spec.name);
     } else {
         fmt::print("{}\n{}\n", e.tile_program, e.cuda);
     }
@@ -328,6 +329,10 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
     sub->add_option("--wgmma", o.wgmma, "sm_90a: 1 forces wgmma + TMA, 0 keeps mma.sync, -1 = by shape")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    sub->add_option("--overlap", o.overlap,
+                    "wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1 = 2")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 2));
 }
 
 }  // namespace
@@ -381,7 +386,7 @@ int main(int argc, char **argv) {
     emit->add_option("OP", ea.op, "operator name (see list)")->required();
     emit->add_option("SHAPE", ea.shape, "B,S: batch,seq")->capture_default_str();
     emit->add_option("--arch", ea.arch, "sm_80, sm_90 or sm_90a")->capture_default_str();
-    emit->add_option("--out", ea.out, "write OP.tir, OP.cu, OP.ptx and OP.ptxas.txt into this folder");
+    emit->add_option("--out", ea.out, "write OP.tir, OP.cu, OP.ptx, OP.ptxas.txt and OP.cubin into this folder");
     add_kernel_options(emit, ea.gpu, "4", "no register cap");
 
     try {

@@ -261,6 +261,19 @@ private:
         line("}");
     }
 
+    // Warpgroup g waits on barrier 2 + g and passes to 2 + (g + 1) % C: immediates, one branch per warpgroup.
+    void turn(TurnMode mode) {
+        const int groups = k_.warps / 4;
+        auto bar = [&](const char *op, int id) {
+            return std::string("nd::barrier_") + op + "<" + std::to_string(2 + id) + ", 256>();";
+        };
+        if (mode == TurnMode::Begin) return line("if (warp / 4 == " + std::to_string(groups - 1) + ") " + bar("arrive", 0));
+        if (mode == TurnMode::End) return line("if (warp / 4 == 0) " + bar("sync", 0));
+        for (int g = 0; g < groups; g++)
+            line(std::string(g ? "else " : "") + (g + 1 < groups ? "if (warp / 4 == " + std::to_string(g) + ") " : "") +
+                 (mode == TurnMode::Take ? bar("sync", g) : bar("arrive", (g + 1) % groups)));
+    }
+
     static bool has_tma_load(const Stmt &s) {
         if (s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma) return true;
         for (const Stmt &b : s->body)
@@ -513,6 +526,7 @@ private:
             line("__syncwarp();");
             line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " + ident(n.src) + "_stage);");
             break;
+        case NodeKind::WarpgroupTurn: turn(n.turn); break;
         case NodeKind::DotWait:
             // The retired dots' registers are fenced, so the compiler neither reads results early nor
             // reuses operand registers that the tensor cores may still read.

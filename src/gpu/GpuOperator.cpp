@@ -52,6 +52,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.chunks = chunks;
     c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
     c.wgmma = opt.wgmma;
+    c.overlap = opt.overlap;
     return c;
 }
 
@@ -82,7 +83,9 @@ EmittedOperator emit_operator(const OperatorInstance &inst, const GpuOptions &op
     const std::string root = dir;
     std::system(("mkdir -p " + root + "/neptune/device").c_str());
     for (const auto &[name, text] : internal::device_headers()) std::ofstream(root + "/" + name) << text;
-    e.ptxas_log = internal::nvcc_compile(e.cuda, inst.spec.name, arch, {root}).log;
+    internal::CompiledModule nv = internal::nvcc_compile(e.cuda, inst.spec.name, arch, {root});
+    e.ptxas_log = nv.log;
+    e.cubin = std::move(nv.cubin);
     std::system(("rm -rf " + root).c_str());
     for (const tir::Kernel &k : l.program.kernels) {
         const internal::ResourceUsage u = internal::parse_ptxas_report(e.ptxas_log, k.name);

@@ -18,6 +18,7 @@ struct GpuOptions {
     int min_blocks = 0; // __launch_bounds__ blocks per SM (caps registers); 0: 3 for prefill, none for decode
     std::string arch;   // sm_80 (mma.sync + cp.async) or sm_90a (wgmma + TMA where shapes allow); "": the device's
     int wgmma = -1;     // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide
+    int overlap = -1;   // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1: 2
     bool dump = false;  // print the tile program and the CUDA source
 };
 
@@ -59,6 +60,7 @@ struct KernelResources {
 };
 struct EmittedOperator {
     std::string tile_program, cuda, ptx, ptxas_log;
+    std::vector<char> cubin;  // nvcc's, for cuobjdump --dump-sass
     std::vector<KernelResources> resources;
 };
 /** `arch` is sm_80, sm_90 or sm_90a (sm_90a lowers the Hopper path, the others the mma.sync path).

@@ -91,7 +91,7 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("select_mma", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // follows select_mma's layouts
     log("specialize_warps", p);
-    p = each_kernel(p, overlap_dots);  // needs the ring positions and releases of specialize_warps
+    p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);

@@ -55,7 +55,7 @@ Stmt sync_dot(const Stmt &s) {
 }
 
 // The three loops replacing `loop`, or nothing when its body has another shape.
-Block rotate(const Stmt &loop) {
+Block rotate(const Stmt &loop, bool turns) {
     const Block &body = loop->body;
     // A: the score dot on the loop's first tile, its operand K released right after.
     if (body.empty() || !is_tma_load(body[0]) || !load_dot_release(body, 0, body[0]->dst) || !body[1]->transpose_b)
@@ -100,21 +100,28 @@ Block rotate(const Stmt &loop) {
     first.insert(first.end(), d.begin(), d.end());
     Block steady = {body[0], async_dot(body[1]), previous_iteration(body[c], j), async_dot(pv), make_dot_wait(1, {s}),
                     body[2]};
+    if (turns) {  // the warpgroup issues its two dots in its turn, then hands the tensor cores on
+        steady.insert(steady.begin() + 1, make_turn(TurnMode::Take));
+        steady.insert(steady.begin() + 5, make_turn(TurnMode::Pass));
+    }
     steady.insert(steady.end(), b1.begin(), b1.end());
     steady.push_back(make_dot_wait(0, {acc, p}));
     steady.push_back(previous_iteration(body[c + 2], j));
     steady.insert(steady.end(), b2.begin(), b2.end());
     steady.insert(steady.end(), d.begin(), d.end());
     const Block last = {body[c], sync_dot(pv), body[c + 2]};
-    return {make_loop(j, begin, HI::simplify(Halide::min(begin + 1, end)), loop->carried, first),
-            make_loop(j, HI::simplify(begin + 1), end, loop->carried, steady),
-            make_loop(j, HI::simplify(Halide::max(begin, end - 1)), end, loop->carried, last)};
+    Block out = {make_loop(j, begin, HI::simplify(Halide::min(begin + 1, end)), loop->carried, first)};
+    if (turns) out.push_back(make_turn(TurnMode::Begin));
+    out.push_back(make_loop(j, HI::simplify(begin + 1), end, loop->carried, steady));
+    if (turns) out.push_back(make_turn(TurnMode::End));
+    out.push_back(make_loop(j, HI::simplify(Halide::max(begin, end - 1)), end, loop->carried, last));
+    return out;
 }
 
 }  // namespace
 
-Kernel overlap_dots(const Kernel &k) {
-    if (!k.producer_warps) return k;
+Kernel overlap_dots(const Kernel &k, int level) {
+    if (!k.producer_warps || level <= 0) return k;
     Kernel out = k;
     Block body;
     bool changed = false;
@@ -123,7 +130,7 @@ Kernel overlap_dots(const Kernel &k) {
             body.push_back(s);
             continue;
         }
-        const Block r = rotate(s);
+        const Block r = rotate(s, level >= 2 && k.warps >= 8);
         if (r.empty()) {
             body.push_back(s);
             continue;

@@ -21,9 +21,13 @@ namespace neptune::internal {
  *   for j in [max(b, e - 1), e):  C
  * so the score dot of tile j and the PV dot of tile j - 1 are in flight while B1 (masks, the row
  * max, the exponentials) runs. Afterwards the verifier's rule holds: nothing touches an in-flight
- * dot's accumulator or writes its operands. Kernels of another shape are returned as they are.
+ * dot's accumulator or writes its operands. With `level` 2 and two or more compute warpgroups, they
+ * also take turns issuing their dots (warpgroup_turn take before the score dot, pass after the PV
+ * dot; begin and end around the loop), so one warpgroup's softmax runs while the tensor cores
+ * serve the other's dots instead of all warpgroups computing softmax at once. Level 0 returns k.
+ * Kernels of another shape are returned as they are.
  * Requires: specialize_warps (ring positions on the TMA loads and releases). */
-tir::Kernel overlap_dots(const tir::Kernel &k);
+tir::Kernel overlap_dots(const tir::Kernel &k, int level);
 
 }  // namespace neptune::internal
 

@@ -174,6 +174,12 @@ Stmt make_release(const std::string &tile, Halide::Expr ring) {
     return n;
 }
 
+Stmt make_turn(TurnMode mode) {
+    auto n = node(NodeKind::WarpgroupTurn);
+    n->turn = mode;
+    return n;
+}
+
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     auto n = node(NodeKind::DotWait);
     n->pending = pending;

@@ -49,6 +49,9 @@ enum class ReduceOp { Max, Sum };
 enum class CopyKind { Sync, CpAsync, Tma };
 /** The tensor-core instruction of a TileDot: warp-level mma.sync, or warpgroup wgmma (sm_90a). */
 enum class MmaKind { MmaSync, Wgmma };
+/** WarpgroupTurn: Take waits for this warpgroup's turn, Pass hands it to the next (round robin);
+ * Begin gives warpgroup 0 the first turn, End consumes the token left after the last Pass. */
+enum class TurnMode { Begin, Take, Pass, End };
 
 const char *scope_name(Scope s);
 const char *layout_name(Layout l);
@@ -104,7 +107,8 @@ struct ScalarDef {
     X(IfThen)      /* tile-skipping and partial-tile conditions */                                 \
     X(Barrier)     /* every thread of the block */                                                 \
     X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
-    X(DotWait)     /* until at most `pending` asynchronous dots are in flight */
+    X(DotWait)     /* until at most `pending` asynchronous dots are in flight */                   \
+    X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -144,7 +148,8 @@ using Block = std::vector<Stmt>;
  *  then not touch their accumulator, nor write their operands, until a DotWait retires them (the
  *  verifier checks it), so the hardware's later completion gives the same result. Dots retire in
  *  issue order: DotWait(pending = n) retires all but the n most recent. `fenced` names the register
- *  values the retired dots wrote or read, which the emitter keeps the compiler from touching early. */
+ *  values the retired dots wrote or read, which the emitter keeps the compiler from touching early.
+ *  WarpgroupTurn orders the compute warpgroups' dot issues; it has no value. */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -165,6 +170,7 @@ struct Node {
     bool accumulate = true;      // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
     bool async = false;          // TileDot: retired by a later DotWait (set by overlap_dots)
     int pending = 0;             // DotWait
+    TurnMode turn = TurnMode::Take;  // WarpgroupTurn
     std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
@@ -196,6 +202,7 @@ Stmt make_if(Halide::Expr cond, Block body, const std::string &note = "");
 Stmt make_barrier();
 Stmt make_release(const std::string &tile, Halide::Expr ring = Halide::Expr());
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
+Stmt make_turn(TurnMode mode);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 

@@ -488,7 +488,8 @@ private:
             break;
         case NodeKind::Barrier:
         case NodeKind::Release:
-        case NodeKind::DotWait: break;  // asynchronous dots took effect at issue
+        case NodeKind::DotWait:  // asynchronous dots took effect at issue
+        case NodeKind::WarpgroupTurn: break;
         }
     }
 

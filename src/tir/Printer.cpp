@@ -53,6 +53,10 @@ std::string head(const Node &n) {
     case NodeKind::IfThen: return "if (" + expr(n.cond) + ") {";
     case NodeKind::Barrier: return "barrier";
     case NodeKind::Release: return "release " + n.src;
+    case NodeKind::WarpgroupTurn: {
+        const char *m[] = {"begin", "take", "pass", "end"};
+        return std::string("warpgroup_turn ") + m[int(n.turn)];
+    }
     case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }
     return "?";

@@ -311,6 +311,10 @@ private:
             if (!is_shared_tile(value(s, s->src))) fail(s, "only shared tiles are released");
             if (s->ring.defined()) check_index(s, s->ring, "ring position");
             break;
+        case NodeKind::WarpgroupTurn:
+            if (k_.warps % 4 || k_.warps < 8 || !k_.producer_warps)
+                fail(s, "warpgroups take turns only in warp-specialized kernels with two or more compute warpgroups");
+            break;
         case NodeKind::DotWait:
             if (s->pending < 0 || s->pending > 7) fail(s, "wgmma waits for 0 to 7 pending groups");
             for (const std::string &f : s->fenced) value(s, f);

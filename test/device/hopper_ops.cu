@@ -183,13 +183,16 @@ void test_tma(Checker &ck, std::mt19937 &rng) {
     std::fflush(stdout);
     const int planes = 3, rows = 100;
     DeviceTensor<T> t(rng, planes, rows, COLS, ROWS);
+    std::fprintf(stderr, "  tensor and map ready\n");
     T *out = nullptr;
     NEPTUNE_CUDA_CHECK(cudaMalloc(&out, ROWS * COLS * sizeof(T)));
     const int smem = nd::swizzled_tile<T, ROWS, COLS>::bytes + smem_extra;
     allow_smem(tma_tile_kernel<T, ROWS, COLS>, smem);
     for (const auto &[row0, plane] : {std::pair{0, 0}, std::pair{64, 1}, std::pair{40, 2}}) {
+        std::fprintf(stderr, "  launch row %d plane %d\n", row0, plane);
         tma_tile_kernel<T, ROWS, COLS><<<1, 128, smem>>>(t.map, row0, plane, out);
         sync_launch();
+        std::fprintf(stderr, "  done\n");
         std::vector<T> got(ROWS * COLS);
         NEPTUNE_CUDA_CHECK(cudaMemcpy(got.data(), out, got.size() * sizeof(T), cudaMemcpyDeviceToHost));
         int bad = 0;

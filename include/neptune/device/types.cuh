@@ -124,6 +124,18 @@ NEPTUNE_DEVICE_INLINE void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;" : : "r"(id), "r"(threads) : "memory");
 }
 
+/** bar.sync / bar.arrive on hardware barrier ID among COUNT threads, with both as immediates (an ID in a
+ * register makes ptxas reserve every barrier). arrive signals without waiting: how one warpgroup
+ * hands the tensor cores to the next (FlashAttention-3's ping-pong). */
+template <int ID, int COUNT>
+NEPTUNE_DEVICE_INLINE void barrier_sync() {
+    asm volatile("bar.sync %0, %1;" : : "n"(ID), "n"(COUNT) : "memory");
+}
+template <int ID, int COUNT>
+NEPTUNE_DEVICE_INLINE void barrier_arrive() {
+    asm volatile("bar.arrive %0, %1;" : : "n"(ID), "n"(COUNT) : "memory");
+}
+
 /** A generic pointer into shared memory as the 32-bit shared-window address that cp.async and
  * ldmatrix take. */
 NEPTUNE_DEVICE_INLINE unsigned smem_address(const void *p) {
