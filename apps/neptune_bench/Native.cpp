@@ -22,6 +22,7 @@ public:
     // GpuOperator::time flushes L2 before its start event; one repeat without warm-up is one timed call.
     double time_once() override { return op_.time(1, 0).median_ms; }
     std::string describe() const override { return op_.describe(); }
+    std::string dump() const override { return op_.tile_program() + "\n" + op_.cuda_source() + "\n"; }
 
 private:
     GpuOperator op_;

@@ -33,6 +33,8 @@ public:
     virtual double time_once() = 0;
     /** Kernels, grids and workspace, for the log. */
     virtual std::string describe() const = 0;
+    /** The generated code, where there is some (Neptune: the tile program and the CUDA source). */
+    virtual std::string dump() const { return ""; }
 };
 
 /** A native implementation by name; `make` throws Unsupported when it cannot run `inst`. */

@@ -120,7 +120,7 @@ std::string repo_file(const char *argv0, const std::string &relative_to_repo) {
     const size_t slash = exe.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : exe.substr(0, slash);
     const size_t base = relative_to_repo.rfind('/');
-    for (const std::string &p : {dir + "/../../../" + relative_to_repo,
+    for (const std::string &p : {dir + "/../../../" + relative_to_repo, relative_to_repo,
                                  dir + "/" + (base == std::string::npos ? relative_to_repo : relative_to_repo.substr(base + 1))})
         if (std::ifstream(p)) return p;
     return "";

@@ -32,8 +32,9 @@ Child spawn_piped(const std::vector<std::string> &argv, const std::vector<std::s
 /** The absolute path of a program on the PATH (or `name` itself if it contains a '/' and exists), or "". */
 std::string find_on_path(const std::string &name);
 
-/** A file of the repository found from the benchmark binary (build/apps/neptune_bench/neptune_bench)
- * by `relative_to_repo` (e.g. "scripts/plot_sweep.py"), or next to the binary; "" when neither exists. */
+/** A file of the repository (e.g. "scripts/plot_sweep.py"): found from the benchmark binary where the
+ * build puts it (build/apps/neptune_bench/neptune_bench), else from the current folder (a run from
+ * the repository root, as on the GPU machine), else next to the binary; "" when none exists. */
 std::string repo_file(const char *argv0, const std::string &relative_to_repo);
 
 }  // namespace neptune::bench

@@ -156,6 +156,7 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
     nres.impl = "neptune";
     try {
         neptune = make_neptune(inst, opt.gpu);
+        if (opt.dump) fmt::print("{}", neptune->dump());
         fmt::print("{}", neptune->describe());
         neptune->set_inputs(inputs);
         nout = neptune->run();
@@ -200,6 +201,7 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
         try {
             for (const NativeEntry &e : native_baselines())
                 if (e.name == name) n.impl = e.make(inst, opt.gpu);
+            if (!n.impl) throw std::invalid_argument("no native baseline called " + name);
             fmt::print("{}", n.impl->describe());
             n.impl->set_inputs(inputs);
             n.r.supported = true;

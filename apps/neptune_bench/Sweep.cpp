@@ -32,6 +32,15 @@ std::vector<std::string> split(const std::string &text) {
     return out;
 }
 
+// Errors after which the CUDA context of this process is unusable (every later call fails too).
+bool sticky_cuda_error(const std::string &message) {
+    for (const char *e : {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                          "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT",
+                          "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT"})
+        if (message.find(e) != std::string::npos) return true;
+    return false;
+}
+
 std::string clock_time(double s) {
     const long t = long(s + 0.5);
     return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
@@ -222,6 +231,11 @@ int run_sweep(const SweepArgs &a, const std::vector<std::string> &command) {
         fmt::print("{}\n", format_progress(done, plan.size(), elapsed(), measured,
                                            fmt::format("{} {},{}: {}", sp.op, sp.batch, sp.seq, format_summary(p))));
         std::fflush(stdout);
+        if (p.failed && sticky_cuda_error(p.error)) {
+            fmt::print("sweep: stopping: after {} this process's CUDA context is unusable; the point is recorded as "
+                       "failed, and running the command again continues after it\n", p.error);
+            break;
+        }
         if (a.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.cooldown_ms));
     }
     server.reset();
