@@ -162,9 +162,9 @@ std::vector<KernelSummary> parse_ncu_csv(const std::string &text) {
         if (!v) continue;
         if (metric == "Duration") {
             if (const std::optional<double> k = us_per(f[t.col.at("Metric Unit")])) l.us = *v * *k;
-        } else if (metric == "Compute (SM) Throughput") {
+        } else if (metric == "Compute (SM) Throughput" || metric == "SM [%]") {  // the latter: ncu before 2022
             l.sm = v;
-        } else if (metric == "Memory Throughput" && f[t.col.at("Metric Unit")] == "%") {
+        } else if ((metric == "Memory Throughput" && f[t.col.at("Metric Unit")] == "%") || metric == "Memory [%]") {
             l.mem = v;
         } else if (metric == "DRAM Throughput") {
             l.dram = v;

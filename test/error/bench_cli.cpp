@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <sys/wait.h>
 
@@ -154,4 +155,26 @@ TEST_CASE("bench cli: a sweep resumes from its file: --dry-run lists only the po
     // The whole default plan: ten operators, 13 points each.
     CHECK(run_bench("sweep --dry-run --json " + temp_path("empty.json")).output.find("130 points planned") != std::string::npos);
     std::remove(file.c_str());
+}
+
+TEST_CASE("bench cli: a complete sweep file needs no GPU: --plots turns it into plots and a table") {
+    const std::string file = temp_path("done.json"), plots = temp_path("plots");
+    std::ofstream(file) << R"({"schema": "neptune-bench/1", "runs": [{}], "points": [
+        {"op": "decode_gqa", "batch": 1, "seq": 8192, "unit": "TB/s", "work": 1e8, "status": "ok", "results": [
+          {"impl": "neptune", "supported": true, "correct": true, "median_ms": 0.05},
+          {"impl": "sdpa_cudnn", "supported": true, "correct": true, "median_ms": 0.04}]}]})";
+    const Outcome o = run_bench("sweep --ops decode_gqa --sweeps batch --batch-values 1 --json " + file + " --plots " + plots);
+    INFO(o.output);
+    CHECK(o.status == 0);
+    CHECK(o.output.find("0 to measure") != std::string::npos);
+    // scripts/plot_sweep.py ran on the file: 1e8 bytes in 0.05 ms is 2.00 TB/s, 0.04 / 0.05 = 0.80x.
+    std::ifstream md(plots + "/sweep_tables.md");
+    const std::string table((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    if (o.output.find("no matplotlib") != std::string::npos) {
+        MESSAGE("matplotlib is missing (scripts/setup.sh installs it): the plots were not made");
+    } else {
+        CHECK(table.find("| decode_gqa | 1 | TB/s | 2.00 | 2.50 | 0.80x (sdpa_cudnn) |") != std::string::npos);
+        CHECK(std::ifstream(plots + "/sweep_batch.svg").good());
+    }
+    std::system(("rm -rf " + file + " " + plots).c_str());
 }
