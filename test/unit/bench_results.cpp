@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "Provenance.h"
 #include "Results.h"
 #include "Sweep.h"
 
@@ -249,4 +250,22 @@ TEST_CASE("bench sweep: the progress line counts points and projects the time le
           "[ 5/10] 0:01:30 elapsed, ETA 0:02:30 | decode_gqa 1,256: ok");
     CHECK(format_progress(130, 130, 3725, 130, "x") == "[130/130] 1:02:05 elapsed, ETA 0:00:00 | x");
     CHECK(format_progress(0, 4, 0, 0, "x").find("ETA ?") != std::string::npos);
+}
+
+TEST_CASE("bench provenance: the command's record names the date, NVRTC and the command; PyTorch's fields join it") {
+    const nlohmann::json p = provenance({"neptune_bench", "sweep"});
+    CHECK(p["command"] == nlohmann::json({"neptune_bench", "sweep"}));
+    CHECK(p["nvrtc"].get<std::string>().find('.') != std::string::npos);  // e.g. "13.0"
+    const std::string date = p["date"];
+    CHECK(date.size() == 20);  // 2026-11-29T10:11:12Z
+    CHECK(date[4] == '-');
+    CHECK(date[10] == 'T');
+    CHECK(date.back() == 'Z');
+    CHECK((p["gpu"].is_null() || p["gpu"]["sms"].get<int>() > 0));  // null without a GPU
+    nlohmann::json run = {{"torch", "2.11.0"}};
+    add_baseline_provenance(run, {{"torch", "other"}, {"triton", "3.6.0"}, {"cudnn", 91500}, {"cuda", "13.0"}});
+    CHECK(run["torch"] == "2.11.0");  // what the run already has is kept
+    CHECK(run["triton"] == "3.6.0");
+    CHECK(run["cudnn"] == 91500);
+    CHECK(run["torch_cuda"] == "13.0");
 }
