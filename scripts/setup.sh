@@ -27,7 +27,14 @@ if [ ! -f "$halide_dir/halide/include/Halide.h" ]; then
   python3 -m pip install -q --disable-pip-version-check --no-deps --target "$halide_dir" "halide==$halide_version"
 fi
 
-# 3. The CUDA toolkit is optional for building; say what is missing rather than fail.
+# 3. matplotlib for the benchmark's plots (scripts/plot_sweep.py), into a project-local folder that
+#    the script finds by itself; the GPU machine's Python has its own.
+if ! python3 -c "import sys; sys.path.append('$root/deps/python'); import matplotlib" 2>/dev/null; then
+  say "installing matplotlib into deps/python"
+  python3 -m pip install -q --disable-pip-version-check --target "$root/deps/python" matplotlib
+fi
+
+# 4. The CUDA toolkit is optional for building; say what is missing rather than fail.
 cuda=${CUDA_PATH:-/usr/local/cuda}
 if [ -x "$cuda/bin/nvcc" ]; then
   say "CUDA toolkit: $cuda ($("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1))"

@@ -6,6 +6,13 @@
   python3 baselines.py --op OP --batch B --seq S --inputs DIR [--outputs DIR] [--json FILE]
                        [--repeat N] [--impl sdpa_flash,sdpa_cudnn,sdpa_efficient,flex]
   python3 baselines.py --op OP --batch B --seq S --self-test   [--json FILE] [--repeat N] [--impl ...]
+  python3 baselines.py --serve
+
+--serve        read requests from stdin, one JSON line each: {"argv": [the arguments above]}; answer
+               each, after the usual table, with one line "@@neptune-baselines " + JSON {"rc": exit
+               status, "result": the --json document or null, "error": why it failed}. torch is
+               imported once; compiled state is reset between requests. A CUDA error ends the
+               server after its answer (the context is unusable); neptune_bench starts a new one.
 
 --inputs DIR   raw little-endian files: q.bin (fp16 [B,Hq,Sq,D]), k.bin and v.bin (fp16 [B,Hkv,Skv,D]),
                slopes.bin (fp32 [Hq], ALiBi only) and meta.json: {"op", "batch", "seq", "q_heads",
@@ -36,7 +43,7 @@ Output: a table on stdout, one row per implementation; with --json FILE also {"o
 "min_ms", "max_ms", "throughput", "ref_max_abs", "ref_rms", "max_abs_vs_neptune", "supported",
 "reason", "nonfinite"}]}; a figure not measured, or not finite, is null.
 
-Exit status: 0 done (some baselines may be unsupported), 1 bad inputs or a failed self-test (a supported
+Exit status (also "rc" in --serve answers): 0 done (some baselines may be unsupported), 1 bad inputs or a failed self-test (a supported
 baseline off the fp64 reference or the stand-in by more than 1e-2, or FlexAttention uncompiled),
 2 no torch or no CUDA device (and, as argparse does, a bad command line).
 """
@@ -57,8 +64,27 @@ class InputError(Exception):
     pass
 
 
+ANSWER = "@@neptune-baselines "
+
+
+class ArgumentError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """Raises ArgumentError rather than exiting while serving, so one bad request does not end the server."""
+    serving = False
+
+    def error(self, message):
+        if Parser.serving:
+            raise ArgumentError(message)
+        super().error(message)
+
+
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if argv == ["--serve"]:
+        return None
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--op", required=True, help="operator name (neptune_bench list)")
     ap.add_argument("--batch", type=int, required=True, help="batch B")
     ap.add_argument("--seq", type=int, required=True, help="sequence S (Skv; Sq too for prefill)")
@@ -68,7 +94,10 @@ def parse_args(argv):
     ap.add_argument("--repeat", type=int, default=50, help="timed repeats per implementation (default 50)")
     ap.add_argument("--impl", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS))
     ap.add_argument("--self-test", action="store_true", help="generate inputs and references, then run")
+    ap.add_argument("--serve", action="store_true", help="serve requests from stdin (alone; see above)")
     a = ap.parse_args(argv)
+    if a.serve:
+        ap.error("--serve takes no other arguments (requests carry them)")
     a.impl = [s for s in a.impl.split(",") if s]
     bad = [s for s in a.impl if s not in IMPLS]
     if bad or not a.impl:
@@ -302,16 +331,8 @@ def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
 
-def main(argv=None):
-    a = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        import torch
-    except ImportError as e:
-        print(f"baselines.py: torch is not available ({e}); it needs PyTorch with CUDA", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print(f"baselines.py: no CUDA device (torch {torch.__version__}); the baselines need a GPU", file=sys.stderr)
-        return 2
+def run(torch, a):
+    """One request: (exit status, the --json document or None)."""
     tmp = None
     try:
         if a.self_test:
@@ -322,7 +343,7 @@ def main(argv=None):
         c = load_case(torch, a)
     except (InputError, OSError, KeyError, ValueError, TypeError, ImportError) as e:
         print(f"baselines.py: bad inputs: {e!s}", file=sys.stderr)
-        return 1
+        return 1, None
     m = c["meta"]
     unit, amount = work(m)
     try:
@@ -353,6 +374,8 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 fns[name], res["supported"] = fn, True
             except Exception as e:
+                if cuda_broken(e):
+                    raise
                 lines = (str(e) or type(e).__name__).strip().splitlines() or [type(e).__name__]
                 hint = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
                 res["reason"] = lines[0][:200] + (f" ({hint[0][:200]})" if hint else "")
@@ -398,8 +421,75 @@ def main(argv=None):
             r[k] is None or r[k] > SELF_TEST_TOL for k in ("ref_max_abs", "max_abs_vs_neptune"))]
         print(f"self-test {'FAILED' if bad or not ok else 'passed'}: {len(ok)} baselines ran"
               + (f", out of tolerance {SELF_TEST_TOL:g} or not compiled: {', '.join(bad)}" if bad else ""))
-        return 1 if bad or not ok else 0
+        return (1 if bad or not ok else 0), doc
+    return 0, doc
+
+
+def cuda_broken(e):
+    """A CUDA error that leaves the context unusable (an illegal address, a launch failure), not a rejection."""
+    text = str(e)
+    return "CUDA error" in text or "cudaError" in text or "an illegal memory access" in text
+
+
+def open_torch():
+    """(torch, None), or (None, (exit status, why)) when there is no torch or no CUDA device."""
+    try:
+        import torch
+    except ImportError as e:
+        return None, (2, f"torch is not available ({e}); it needs PyTorch with CUDA")
+    if not torch.cuda.is_available():
+        return None, (2, f"no CUDA device (torch {torch.__version__}); the baselines need a GPU")
+    return torch, None
+
+
+def serve():
+    """Answers requests from stdin until it closes (module docstring, --serve)."""
+    Parser.serving = True
+    torch, failure = open_torch()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        answer, fatal = {"rc": 1, "result": None, "error": ""}, False
+        try:
+            req = json.loads(line)
+            a = parse_args([str(x) for x in req["argv"]])
+            if a is None:
+                raise ArgumentError("a request cannot ask for --serve")
+            if failure:
+                answer.update(rc=failure[0], error=failure[1])
+            else:
+                rc, doc = run(torch, a)
+                answer.update(rc=rc, result=doc, error="" if rc == 0 else "bad inputs or a failed self-test (above)")
+        except (ArgumentError, json.JSONDecodeError, KeyError, TypeError) as e:
+            answer.update(rc=2, error=f"bad request: {e}")
+        except Exception as e:
+            fatal = torch is not None and cuda_broken(e)
+            answer.update(rc=1, error=f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+        if torch is not None and not fatal:
+            try:
+                torch.cuda.synchronize()
+                torch._dynamo.reset()
+                torch.cuda.empty_cache()
+            except Exception as e:
+                fatal = True
+                answer["error"] += f" (then cleaning up: {e})"
+        print(ANSWER + json.dumps(answer), flush=True)
+        if fatal:
+            print("baselines.py: the CUDA context is unusable; the server stops", file=sys.stderr)
+            return 1
     return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    a = parse_args(argv)
+    if a is None:
+        return serve()
+    torch, failure = open_torch()
+    if failure:
+        print(f"baselines.py: {failure[1]}", file=sys.stderr)
+        return failure[0]
+    return run(torch, a)[0]
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-// neptune_bench: the operator suite from the command line.
+// neptune_bench: the operator suite from the command line (apps/neptune_bench/README.md).
 //   neptune_bench list
-//   neptune_bench check prefill_global 1,8192      CPU: Halide algorithm vs fp64 reference
-//   neptune_bench profile prefill_global 1,8192    GPU kernels and baselines (needs the GPU backend)
+//   neptune_bench check prefill_global 1,8192      CPU: Halide algorithm and fused CPU forms vs fp64
+//   neptune_bench emit decode_gqa 1,8192           CPU: tile program, CUDA, PTX, ptxas resources
+//   neptune_bench profile prefill_global 1,8192    GPU: Neptune's kernels and the baselines, checked and timed
+//   neptune_bench sweep --json sweep.json          GPU: the evaluation's sweeps, resumable; plots
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <unistd.h>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "Halide.h"
+#include "Profile.h"
+#include "Profiler.h"
+#include "Provenance.h"
+#include "Sweep.h"
 #include "neptune/Check.h"
 #include "gpu/GpuOperator.h"
 #include "neptune/Operators.h"
@@ -148,143 +155,98 @@ int cmd_check(const CheckArgs &a) {
 }
 
 struct ProfileArgs {
-    std::string op, shape = "1,8192", json, baselines, impls = "sdpa_flash,sdpa_cudnn,sdpa_efficient,flex";
-    uint64_t seed = 20261129;
-    int repeat = 30;
-    GpuOptions gpu;
-    bool dump = false, no_baselines = false;
+    std::string op, shape = "1,8192", json, baselines, python = "python3", impls = "all", profile_dir, profiler = "auto";
+    bench::PointOptions point;
+    double baseline_timeout = 600;
+    bool no_baselines = false;
 };
 
-std::string default_baselines_script(const char *argv0) {
-    // The build tree sits in the repository: build/apps/neptune_bench/neptune_bench.
-    std::string exe = argv0;
-    const size_t slash = exe.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : exe.substr(0, slash);
-    for (const char *rel : {"/../../../apps/neptune_bench/baselines.py", "/baselines.py"}) {
-        std::ifstream f(dir + rel);
-        if (f) return dir + rel;
+// The command line without `--profile DIR` and `--profiler X`: what the profiler runs.
+std::vector<std::string> without_profile_options(const std::vector<std::string> &args) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < args.size(); i++) {
+        const std::string &s = args[i];
+        if (s == "--profile" || s == "--profiler") {
+            i++;
+            continue;
+        }
+        if (s.rfind("--profile=", 0) == 0 || s.rfind("--profiler=", 0) == 0) continue;
+        out.push_back(s);
     }
-    return "";
+    return out;
 }
 
-void write_file(const std::string &path, const void *data, size_t bytes) {
-    std::ofstream f(path, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot write " + path);
-    f.write(static_cast<const char *>(data), std::streamsize(bytes));
+// Runs this very command under nsys or ncu, then prints the report's path and a per-kernel summary.
+int profile_under_profiler(const ProfileArgs &a, const OperatorInstance &inst, const std::vector<std::string> &args) {
+    const bench::Profiler prof = bench::find_profiler(a.profiler);
+    std::error_code ec;
+    std::filesystem::create_directories(a.profile_dir, ec);
+    if (ec || !std::filesystem::is_directory(a.profile_dir))
+        throw std::invalid_argument("--profile: cannot create the folder '" + a.profile_dir + "' (" + ec.message() + ")");
+    if (!gpu_available()) {
+        fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}); nothing to profile\n", neptune_last_error());
+        return 3;
+    }
+    std::vector<std::string> child = without_profile_options(args);
+    child[0] = std::filesystem::read_symlink("/proc/self/exe").string();
+    const std::string base = a.profile_dir + "/" + fmt::format("{}_{}x{}", inst.spec.name, inst.batch, inst.seq);
+    const std::vector<std::string> cmd = bench::profile_command(prof, base, child);
+    std::string line;
+    for (const std::string &c : cmd) line += (line.empty() ? "" : " ") + c;
+    fmt::print("profile: {}\n", line);
+    std::fflush(stdout);
+    const int rc = bench::run_command(cmd);
+    const std::string report = bench::report_file(prof, base);
+    if (!std::filesystem::exists(report)) {
+        fmt::print(stderr, "neptune_bench profile: the profiler wrote no report {} (exit {})\n", report, rc);
+        return rc ? rc : 1;
+    }
+    fmt::print("\nprofiler report: {}\n", std::filesystem::absolute(report).string());
+    const bench::CommandOutput csv = bench::capture_command(bench::summary_command(prof, report));
+    try {
+        const std::vector<bench::KernelSummary> k =
+            prof.kind == bench::ProfilerKind::Ncu ? bench::parse_ncu_csv(csv.output) : bench::parse_nsys_csv(csv.output);
+        fmt::print("{} kernels profiled; the longest in total:\n{}", k.size(), bench::format_kernels(k, 30));
+    } catch (const std::invalid_argument &e) {
+        fmt::print("no kernel summary ({}; the profiler's export exited {})\n", e.what(), csv.status);
+    }
+    return rc;
 }
 
-int cmd_profile(const ProfileArgs &a, const char *argv0) {
+int cmd_profile(const ProfileArgs &a, const char *argv0, const std::vector<std::string> &args) {
     const OperatorSpec spec = lookup(a.op);
     const auto [batch, seq] = parse_shape(a.shape);
     const OperatorInstance inst = instantiate(spec, batch, seq);
+    bench::PointOptions opt = a.point;
+    opt.impls = bench::parse_impls(a.no_baselines ? "none" : a.impls);
+    if (!a.profile_dir.empty()) return profile_under_profiler(a, inst, args);
     if (!gpu_available()) {
         fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}).\nUse 'neptune_bench check {} {},{}' for "
                            "the CPU path.\n", neptune_last_error(), spec.name, batch, seq);
         return 3;
     }
-    const GpuOptions &go = a.gpu;
-    fmt::print("profile {} at {},{} on the GPU\n", spec.name, batch, seq);
-    GpuOperator op(inst, go);
-    if (a.dump) fmt::print("{}\n{}\n", op.tile_program(), op.cuda_source());
-    fmt::print("{}", op.describe());
-    const std::vector<HostTensor> inputs = make_inputs(inst, a.seed);
-    op.set_inputs(inputs);
-    const std::vector<HostTensor> outs = op.run();
-
-    // Correctness first: sampled rows against the fp64 reference; fail loudly.
-    std::vector<HostTensor> ref = make_outputs(inst);
-    const std::vector<RowRun> runs = choose_rows(inst, 2e9);
-    for (const RowRun &r : runs) reference::compute_rows(inst, inputs, ref, r.first, r.second);
-    bool ok = true;
-    nlohmann::json jout = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"outputs", nlohmann::json::array()}};
-    const std::vector<OutputCheck> checks = compare_rows(inst, runs, outs, ref);
-    for (size_t o = 0; o < outs.size(); o++) {
-        const ErrorStats &e = checks[o].error;
-        // Every element must have been written (outputs are poisoned with NaN before the run).
-        int64_t unwritten = 0;
-        for (double v : outs[o].values) unwritten += std::isnan(v) ? 1 : 0;
-        const double bound = inst.outputs[o].dtype == DType::F32 ? 1e-3 : 2e-3;
-        const bool pass = unwritten == 0 && e.nonfinite == 0 && e.rel_rms() <= bound;
-        ok = ok && pass;
-        fmt::print("check {:<9} rel rms {:.3e} (bound {:g}), max |err| {:.3e}, unwritten {}  {}\n", inst.outputs[o].name,
-                   e.rel_rms(), bound, e.max_abs, unwritten, pass ? "ok" : "FAIL");
-        if (!pass) fmt::print("  {}\n", e.describe(inst.outputs[o]));
-        jout["outputs"].push_back({{"name", inst.outputs[o].name}, {"rel_rms", e.rel_rms()}, {"max_abs", e.max_abs},
-                                   {"unwritten", unwritten}, {"pass", pass}});
-    }
-    if (!ok) {
-        fmt::print(stderr, "neptune_bench profile: {} is wrong on the GPU; not timing it\n", spec.name);
-        return 1;
-    }
-    const GpuTiming t = op.time(a.repeat);
-    const bool by_bytes = memory_bound(spec);
-    const double work = by_bytes ? operator_bytes(inst) : operator_flops(inst);
-    const double rate = work / (t.median_ms * 1e-3) / 1e12;
-    const char *unit = by_bytes ? "TB/s" : "TFLOP/s";
-    fmt::print("neptune   median {:.4f} ms (min {:.4f}, max {:.4f}, {} repeats, L2 flushed): {:.1f} {}\n", t.median_ms,
-               t.min_ms, t.max_ms, t.repeats, rate, unit);
-    jout["neptune"] = {{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"throughput", rate},
-                       {"unit", unit}};
-
-    // Baselines on the same inputs, through the Python driver.
-    const std::string script = a.baselines.empty() ? default_baselines_script(argv0) : a.baselines;
-    if (!a.no_baselines && !script.empty()) {
-        const std::string dir = "/tmp/neptune_bench_" + std::to_string(::getpid());
-        std::system(("mkdir -p " + dir).c_str());
-        for (const HostTensor &x : inputs) {
-            std::vector<char> buf(size_t(x.desc.numel()) * size_t(dtype_bytes(x.desc.dtype)));
-            x.store(buf.data());
-            write_file(dir + "/" + x.desc.name + ".bin", buf.data(), buf.size());
-        }
-        std::vector<char> obuf(size_t(outs[0].desc.numel()) * 2);
-        outs[0].store(obuf.data());
-        write_file(dir + "/neptune_out.bin", obuf.data(), obuf.size());
-        const AttentionSpec &at = spec.attention;
-        nlohmann::json meta = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"q_heads", at.q_heads},
-                               {"kv_heads", at.kv_heads}, {"seq_q", inst.input("q").shape[2]}, {"seq_kv", seq},
-                               {"head_dim", at.head_dim_qk},
-                               {"mask", at.mask == Mask::None ? "none" : (at.mask == Mask::Causal ? "causal" : "window")},
-                               {"window", at.window},
-                               {"mod", at.mod == ScoreMod::None ? "none" : (at.mod == ScoreMod::Alibi ? "alibi" : "softcap")},
-                               {"softcap", at.softcap}, {"scale", at.score_scale()}, {"decode", at.decode}};
-        std::ofstream(dir + "/meta.json") << meta.dump(1);
-        nlohmann::json rows = {{"rows", nlohmann::json::array()}, {"values", nlohmann::json::array()}};
-        const int64_t dv = inst.outputs[0].shape.back();
-        for (const RowRun &r : runs)
-            for (int64_t row = r.first; row < r.first + r.second && rows["rows"].size() < 256; row++) {
-                rows["rows"].push_back(row);
-                rows["values"].push_back(std::vector<double>(ref[0].values.begin() + row * dv,
-                                                             ref[0].values.begin() + (row + 1) * dv));
-            }
-        std::ofstream(dir + "/reference_rows.json") << rows.dump();
-        const std::string bjson = dir + "/baselines.json";
-        const std::string cmd = "python3 " + script + " --op " + spec.name + " --batch " + std::to_string(batch) +
-                                " --seq " + std::to_string(seq) + " --inputs " + dir + " --outputs " + dir +
-                                " --repeat " + std::to_string(a.repeat) + " --impl " + a.impls + " --json " + bjson;
-        fmt::print("baselines: {}\n", cmd);
-        std::fflush(stdout);
-        const int rc = std::system(cmd.c_str());
-        std::ifstream bj(bjson);
-        if (rc == 0 && bj) {
-            const nlohmann::json b = nlohmann::json::parse(bj);
-            jout["baselines"] = b;
-            fmt::print("\n{:<16} {:>10} {:>12}  {}\n", "implementation", "ms", unit, "Neptune speedup");
-            fmt::print("{:<16} {:>10.4f} {:>12.1f}  {}\n", "neptune", t.median_ms, rate, "1.00");
-            for (const auto &r : b["results"]) {
-                if (!r.value("supported", false) || r["median_ms"].is_null()) {
-                    fmt::print("{:<16} {:>10} {:>12}  unsupported\n", r.value("impl", "?"), "-", "-");
-                    continue;
-                }
-                const double ms = r["median_ms"].get<double>();
-                fmt::print("{:<16} {:>10.4f} {:>12.1f}  {:.2f}\n", r.value("impl", "?"), ms, work / (ms * 1e-3) / 1e12,
-                           ms / t.median_ms);
-            }
-        } else {
-            fmt::print("baselines did not run (exit {}); see the driver's message above\n", rc);
-        }
-    }
-    if (!a.json.empty()) std::ofstream(a.json) << jout.dump(1) << "\n";
-    return 0;
+    bench::ResultFile file;
+    file.runs.push_back(bench::provenance(args));
+    const nlohmann::json &run = file.runs[0];
+    fmt::print("profile {} at {},{} on {}, driver {}, NVRTC {}\n", spec.name, batch, seq,
+               run["gpu"].is_null() ? "?" : run["gpu"]["name"].get<std::string>(),
+               run["driver"].is_null() ? "?" : run["driver"].get<std::string>(),
+               run["nvrtc"].is_null() ? "?" : run["nvrtc"].get<std::string>());
+    const std::string script = a.baselines.empty() ? bench::repo_file(argv0, "apps/neptune_bench/baselines.py") : a.baselines;
+    std::unique_ptr<bench::BaselineServer> server;
+    if (!opt.impls.python.empty() && !script.empty())
+        server = std::make_unique<bench::BaselineServer>(a.python, script, a.baseline_timeout);
+    else if (!opt.impls.python.empty())
+        fmt::print("baselines.py not found next to the binary or in the repository; --baselines names it\n");
+    nlohmann::json doc;
+    bench::PointResult p = bench::measure_point(inst, opt, server.get(), &doc);
+    server.reset();
+    if (!doc.is_null()) bench::add_baseline_provenance(file.runs[0], doc);
+    fmt::print("\n{}", p.failed ? "" : bench::format_table(p));
+    if (p.failed) fmt::print(stderr, "neptune_bench profile: {}\n", p.error);
+    file.points.push_back(p);
+    if (!a.json.empty()) bench::write_result_file(a.json, file);
+    return p.failed ? 1 : 0;
 }
 
 struct EmitArgs {
@@ -338,7 +300,7 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"neptune_bench: Neptune's operator suite (list, check on the CPU, profile on the GPU)"};
+    CLI::App app{"neptune_bench: Neptune's operator suite (list, check and emit on the CPU; profile and sweep on the GPU)"};
     app.require_subcommand(1);
     app.fallthrough();
 
@@ -366,18 +328,79 @@ int main(int argc, char **argv) {
     ProfileArgs pa;
     CLI::App *profile = app.add_subcommand(
         "profile", "On the GPU: Neptune's kernels checked against the fp64 reference, then timed (CUDA events, L2 "
-                   "flushed, median) beside the PyTorch baselines on the same inputs");
+                   "flushed, median) beside the baselines on the same inputs (unfused cuBLAS here, PyTorch's SDPA "
+                   "backends and FlexAttention through baselines.py), every output checked; a table with ratios");
     profile->add_option("OP", pa.op, "operator name (see list)")->required();
     profile->add_option("SHAPE", pa.shape, "B,S: batch,seq")->capture_default_str();
-    profile->add_option("--repeat", pa.repeat, "timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
-    profile->add_option("--seed", pa.seed, "random seed of the inputs")->capture_default_str();
-    add_kernel_options(profile, pa.gpu, "from the SM count", "3 for prefill, any for decode");
-    profile->add_option("--arch", pa.gpu.arch, "sm_80 (mma.sync) or sm_90a (wgmma + TMA); default: the device's");
-    profile->add_option("--json", pa.json, "also write the results to this JSON file");
-    profile->add_option("--baselines", pa.baselines, "the baseline driver (default: apps/neptune_bench/baselines.py)");
-    profile->add_option("--impl", pa.impls, "baselines to run")->capture_default_str();
-    profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only");
-    profile->add_flag("--dump", pa.dump, "print the tile program and the CUDA source");
+    profile->add_option("--repeat", pa.point.repeat, "timed repeats per implementation")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    profile->add_option("--warmup", pa.point.warmup, "untimed calls per implementation before timing")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    profile->add_option("--seed", pa.point.seed, "random seed of the inputs")->capture_default_str();
+    add_kernel_options(profile, pa.point.gpu, "from the SM count", "3 for prefill, any for decode");
+    profile->add_option("--arch", pa.point.gpu.arch, "sm_80 (mma.sync) or sm_90a (wgmma + TMA); default: the device's");
+    profile->add_option("--json", pa.json, "also write the results (and their provenance) to this JSON file");
+    profile->add_option("--impl", pa.impls,
+                        "baselines: all, none, or a comma list of cublas_unfused, halide_unfused, sdpa_flash, "
+                        "sdpa_cudnn, sdpa_efficient, flex")
+        ->capture_default_str();
+    profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only (same as --impl none)");
+    profile->add_option("--baselines", pa.baselines, "the PyTorch driver (default: apps/neptune_bench/baselines.py)");
+    profile->add_option("--python", pa.python, "the Python that has torch")->capture_default_str();
+    profile->add_option("--baseline-timeout", pa.baseline_timeout, "seconds the PyTorch driver may take")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    profile->add_option("--workdir", pa.point.workdir, "folder for the inputs handed to baselines.py (default $TMPDIR or /tmp)");
+    profile->add_option("--profile", pa.profile_dir,
+                        "run all of it under NVIDIA's profiler (nsys if on the PATH, else ncu) and write the report "
+                        "into this folder; prints a per-kernel summary");
+    profile->add_option("--profiler", pa.profiler, "auto, nsys or ncu")->capture_default_str();
+    profile->add_flag("--dump", pa.point.dump, "print the tile program and the CUDA source");
+
+    bench::SweepArgs sa;
+    std::string sweep_ops = "all", sweep_names = "seq,batch", seq_values = "256,512,1024,2048,4096,8192,16384,32768",
+                batch_values = "1,2,4,8,16,32", sweep_impls = "all";
+    CLI::App *sweep = app.add_subcommand(
+        "sweep", "On the GPU: the evaluation's sweeps (sequence 256..32768 at batch 1, batch 1..32 at sequence 8192) "
+                 "for the attention operators, each point as profile measures it, into one JSON file that a rerun "
+                 "resumes; progress per point; plots (PNG, SVG) and a Markdown table with --plots");
+    sweep->add_option("--ops", sweep_ops, "all, or a comma list of attention operators")->capture_default_str();
+    sweep->add_option("--sweeps", sweep_names, "seq, batch or both")->capture_default_str();
+    sweep->add_option("--seq-values", seq_values, "sequence lengths of the sequence sweep")->capture_default_str();
+    sweep->add_option("--seq-batch", sa.spec.seq_batch, "batch of the sequence sweep")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sweep->add_option("--batch-values", batch_values, "batches of the batch sweep")->capture_default_str();
+    sweep->add_option("--batch-seq", sa.spec.batch_seq, "sequence of the batch sweep")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sa.point.repeat = 15;  // the original's repeats per sweep point
+    sweep->add_option("--repeat", sa.point.repeat, "timed repeats per implementation and point")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sweep->add_option("--warmup", sa.point.warmup, "untimed calls per implementation")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sweep->add_option("--seed", sa.point.seed, "random seed of the inputs")->capture_default_str();
+    sweep->add_option("--impl", sweep_impls, "baselines, as for profile")->capture_default_str();
+    sweep->add_option("--json", sa.json, "the result file: created, or resumed when it exists")->capture_default_str();
+    sweep->add_option("--plots", sa.plots, "write the plots and the Markdown table into this folder at the end");
+    sweep->add_option("--budget", sa.budget_s,
+                      "seconds: start no point once the longest point so far would overrun this (0: no limit)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    sweep->add_option("--cooldown-ms", sa.cooldown_ms, "pause between points")->capture_default_str()->check(CLI::NonNegativeNumber);
+    sweep->add_flag("--retry-failed", sa.retry_failed, "measure again the points recorded as failed");
+    sweep->add_flag("--dry-run", sa.dry_run, "list the points still to measure and stop (no GPU needed)");
+    sweep->add_option("--baselines", sa.baselines, "the PyTorch driver (default: apps/neptune_bench/baselines.py)");
+    sweep->add_option("--python", sa.python, "the Python that has torch (and matplotlib for --plots)")->capture_default_str();
+    sweep->add_option("--baseline-timeout", sa.baseline_timeout_s, "seconds the PyTorch driver may take per point")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sweep->add_option("--workdir", sa.point.workdir, "folder for the inputs handed to baselines.py");
+    add_kernel_options(sweep, sa.point.gpu, "from the SM count", "3 for prefill, any for decode");
 
     EmitArgs ea;
     CLI::App *emit = app.add_subcommand(
@@ -389,12 +412,23 @@ int main(int argc, char **argv) {
     emit->add_option("--out", ea.out, "write OP.tir, OP.cu, OP.ptx, OP.ptxas.txt and OP.cubin into this folder");
     add_kernel_options(emit, ea.gpu, "4", "no register cap");
 
+    const std::vector<std::string> args(argv, argv + argc);
     try {
         app.parse(argc, argv);
         if (app.got_subcommand("list")) return cmd_list();
         if (app.got_subcommand("check")) return cmd_check(ca);
-        if (app.got_subcommand("profile")) return cmd_profile(pa, argv[0]);
+        if (app.got_subcommand("profile")) return cmd_profile(pa, argv[0], args);
         if (app.got_subcommand("emit")) return cmd_emit(ea);
+        if (app.got_subcommand("sweep")) {
+            sa.spec.ops = bench::parse_ops(sweep_ops);
+            sa.spec.sweeps = bench::parse_sweeps(sweep_names);
+            sa.spec.seq_values = bench::parse_values(seq_values, "--seq-values");
+            sa.spec.batch_values = bench::parse_values(batch_values, "--batch-values");
+            sa.point.impls = bench::parse_impls(sweep_impls);
+            if (sa.baselines.empty()) sa.baselines = bench::repo_file(argv[0], "apps/neptune_bench/baselines.py");
+            sa.plot_script = bench::repo_file(argv[0], "scripts/plot_sweep.py");
+            return bench::run_sweep(sa, args);
+        }
     } catch (const CLI::ParseError &e) {
         return app.exit(e);
     } catch (const std::invalid_argument &e) {

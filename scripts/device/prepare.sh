@@ -7,7 +7,9 @@ cd "$root"
 build=${NEPTUNE_BUILD_DIR:-build}
 mkdir -p .devrun
 cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_bench
-for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_*; do
+# GPU tests, and the lessons that run kernels when a GPU is there (they link libHalide, shipped below).
+for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_* \
+         "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* "$build"/tutorials/lesson_08_*; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" .devrun/ && strip ".devrun/$(basename "$t")"
 done
 lib=deps/halide-21.0.0/halide/lib64/libHalide.so

@@ -1,0 +1,241 @@
+// Neptune tutorial lesson 8: FlashDecoding, derived with split_k_update
+//
+// Decoding runs attention for one new token: one query row per head against every key so far.
+// Lesson 7's rolling schedule gives each (batch, KV head) one thread block that walks all the keys
+// in order; with a batch of 1 and 8 KV heads that is 8 blocks on a GPU of 132 SMs, and the keys,
+// which are most of the memory traffic, stream through 8 SMs only. FlashDecoding cuts the keys into
+// chunks that separate blocks process at the same time, each producing a partial state (its max,
+// its sum, its weighted sum of V), and a second kernel combines the partials.
+//
+// The combine is not written by hand either. split_k_update(P, T) asks for P chunks, each rolling
+// over tiles of T keys as in lesson 7, and Neptune derives the merge of two partial states from
+// the same repair h it derived for the rolling loop (FUSION.md §5; PERFORMANCE.md §6.1 writes the
+// same combine with log-sum-exp). This lesson picks the chunk count, applies the directive, reads
+// the two kernels of the tile program, runs them in the interpreter with a few chunk counts
+// (including more chunks than tiles), and on a GPU runs the CUDA kernels.
+//
+// Build and run (from the repository root, after scripts/setup.sh):
+//   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_08_flash_decoding
+//   build/tutorials/lesson_08_flash_decoding
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "Halide.h"
+#include "gpu/GpuOperator.h"
+#include "lower/Lower.h"
+#include "neptune/Directives.h"
+#include "neptune/HalideCpu.h"
+#include "neptune/algorithms/Algorithms.h"
+#include "neptune/reference/Reference.h"
+#include "tir/Interpreter.h"
+
+using namespace neptune;
+namespace HI = Halide::Internal;
+
+namespace {
+
+// decode_gqa made small: 2 KV heads, each shared by 8 query heads (as in the suite), head dim 64,
+// 5000 keys; outputs in f32 so that fused and unfused compare at fp32's precision.
+OperatorSpec small_decode() {
+    OperatorSpec spec = *find_operator("decode_gqa");
+    spec.attention.kv_heads = 2;
+    spec.attention.q_heads = 16;
+    spec.attention.head_dim_qk = spec.attention.head_dim_v = 64;
+    spec.f32_outputs = true;
+    return spec;
+}
+
+// The tile program of `spec` fused with split_k_update(chunks, 32), and the group (for describe()).
+struct Lowered {
+    FusedReduction group;
+    tir::Program program;
+};
+Lowered lower_decode(const OperatorSpec &spec, int chunks) {
+    algorithms::OperatorFuncs funcs = algorithms::build(spec);
+    FusedReduction group = fuse_reduction({funcs.stage("acc"), funcs.stage("row_sum")},
+                                          Halide::RVar(funcs.rdoms.at("kv").x))
+                               .split_k_update(chunks, 32);
+    const AttentionSpec &a = spec.attention;
+    internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, a.head_dim_qk,
+                                                                 a.head_dim_v, /*decode*/ true, a.q_heads / a.kv_heads);
+    lo.block_n = 32;
+    return {group, internal::lower_to_tiles(group.plan(), funcs.outputs, lo)};
+}
+
+// Runs `p` in the tile-IR interpreter; the workspaces (the partial states between the two kernels)
+// are the caller's to allocate, as on the GPU, sized by their element-count expressions.
+std::vector<HostTensor> interpret(const tir::Program &p, const OperatorInstance &inst, std::vector<HostTensor> in,
+                                  int chunks) {
+    tir::LaunchArgs args;
+    args.ints = {{"batch", inst.batch}, {"q_heads", inst.spec.attention.q_heads},
+                 {"kv_heads", inst.spec.attention.kv_heads}, {"seq_q", 1}, {"seq_kv", inst.seq}, {"chunks", chunks}};
+    std::vector<HostTensor> out = make_outputs(inst), ws;
+    ws.reserve(p.workspaces.size());
+    for (const tir::Workspace &w : p.workspaces) {
+        std::map<std::string, Halide::Expr> vars;
+        for (const auto &[name, v] : args.ints) vars[name] = Halide::Expr(int(v));
+        const int64_t n = HI::simplify(HI::substitute(vars, w.elements)).as<HI::IntImm>()->value;
+        ws.emplace_back(TensorDesc{w.name, DType::F32, {n}});
+    }
+    for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
+    for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
+    for (HostTensor &t : ws) args.tensors[t.desc.name] = &t;
+    tir::interpret(p, args);
+    return out;
+}
+
+// The kernel called `name` of `text` (a printed program), from its header to the next kernel.
+std::string kernel_text(const std::string &text, const std::string &name) {
+    const size_t b = text.find("kernel " + name);
+    if (b == std::string::npos) return "";
+    const size_t e = text.find("\nkernel ", b + 1);
+    return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
+}  // namespace
+
+int main() {
+    const OperatorSpec spec = small_decode();
+    const OperatorInstance inst = instantiate(spec, 1, 5000);
+    // Keys whose scores rise along the row: each chunk then ends with its own, different max, and
+    // the combine has real rescaling to do.
+    const std::vector<HostTensor> inputs = make_inputs(inst, 9, InputStyle::RisingScores);
+    const std::vector<HostTensor> ref = reference::compute(inst, inputs);
+    bool ok = true;
+
+    // How many chunks. Without splitting there are batch x KV heads = 2 blocks (the 8 query heads
+    // of a group are the rows of one block's tile, so K and V are read once for all of them). The
+    // tiles of 32 keys number ceil(5000 / 32) = 157. choose_split_chunks asks for about two blocks
+    // per SM, so that every SM streams keys, and no more chunks than tiles (an empty chunk costs a
+    // launch slot and a partial for nothing), capped at 64 so the combine stays short.
+    const int sms = 132;  // the H200's
+    const int chunks = internal::choose_split_chunks(2, 157, sms);
+    std::printf("chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n",
+                sms, chunks, internal::choose_split_chunks(8, 256, sms));
+    // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 64; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 33
+    ok = ok && chunks == 64;
+
+    const Lowered l = lower_decode(spec, chunks);
+    {
+        // The directive and what Neptune derived. The repair is lesson 7's h; with split_k_update it
+        // also merges the chunks: for chunk states (m_p, l_p, acc_p) and the global max m = max_p m_p,
+        //   row_sum = sum_p h(l_p, m_p, m) = sum_p l_p * exp(m_p - m),   acc likewise per column.
+        std::printf("%s", l.group.describe().c_str());
+        // Prints (abridged):
+        //   fuse_reduction(acc, row_sum, kv): split-K update, tiles of 32, 64 chunks
+        //     row_max(i, h, b) = max over kv of score(kv, i, h, b)
+        //     acc(e, i, h, b) = + over kv of exp(score(kv, i, h, b) - select(row_max == -inf, 0, row_max))
+        //                                    * v_im(e, kv, h / (q.extent.2 / k.extent.2), b)
+        //         repair (rescale): h = t * exp(select(row_max == -inf, 0, row_max) - select(row_max' == -inf, 0, row_max'))
+        //         proof: R1: ...; R2: ... is linear in t
+        //     row_sum(i, h, b) = + over kv of exp(score(kv, i, h, b) - select(row_max == -inf, 0, row_max))
+        //         repair (rescale): the same h
+        // h / (q.extent.2 / k.extent.2) is GQA's head mapping: query head h reads KV head h / 8.
+        ok = ok && l.group.describe().find("split-K update, tiles of 32, 64 chunks") != std::string::npos;
+    }
+
+    {
+        // Two kernels. The partial kernel's grid is (chunks, KV heads, batch): each block rolls over
+        // its chunk's tiles exactly as lesson 7's loop does, then writes its state to the workspaces
+        // (ws_...: one max, one sum and one row of acc per chunk and query head, in f32). The
+        // combine kernel reads them back: the max over chunks first, then every partial rescaled
+        // by the repair from its chunk's max to that max and summed, then the epilogue.
+        const std::string text = tir::to_string(l.program);
+        for (const tir::Kernel &k : l.program.kernels) std::printf("kernel %s, %d warps\n", k.name.c_str(), k.warps);
+        for (const tir::Workspace &w : l.program.workspaces) std::printf("workspace %s\n", w.name.c_str());
+        const std::string combine = kernel_text(text, "neptune_split_k_combine");
+        std::printf("%s\n", combine.substr(combine.find("  body:")).c_str());
+        // Prints (the guards select(x == -inf, 0, x) abridged to safe(x)):
+        //   kernel neptune_split_k_partial, 1 warps
+        //   kernel neptune_split_k_combine, 1 warps
+        //   workspace ws_row_max
+        //   workspace ws_acc
+        //   workspace ws_row_sum
+        //     body:
+        //       row_max = fill(-inf)
+        //       acc = fill(0)
+        //       row_sum = fill(0)
+        //       for p in [0, chunks) carrying row_max {
+        //         row_max_p = row_load ws_row_max[base: p * n_rows + r0, stride 1, valid n_rows - r0] else -inf
+        //         row_max = row_map(max(row_max, row_max_p))
+        //       }
+        //       for p in [0, chunks) carrying acc {
+        //         row_max_p = row_load ws_row_max[...] else 0
+        //         acc_p = load ws_acc[base: (p * n_rows + r0) * 64, stride 64, valid n_rows - r0 x 64]
+        //         acc_scale = row_map(exp(safe(row_max_p) - safe(row_max)))  // repair of chunk p
+        //         acc = map(acc + select(acc_p == 0, 0, acc_p * acc_scale))
+        //       }
+        //       for p in [0, chunks) carrying row_sum {
+        //         ...
+        //         row_sum = row_map(row_sum + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(safe(row_max_p) - safe(row_max))))  // repair of chunk p
+        //       }
+        //       o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
+        //       store out[base: r0 * 64, stride 64, valid n_rows - r0 x 64] = o_out
+        // The combine's block takes 16 query rows (the heads of the batch, flattened), so one
+        // kernel serves every KV group. The repair is h with the chunk's max as the old value and
+        // the global max as the new one; a partial that is 0 (an empty chunk) is added as 0, never
+        // multiplied by a factor that could be infinite.
+        ok = ok && l.program.kernels.size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
+    }
+
+    {
+        // The interpreter, with the chosen count, with one chunk (the rolling loop of lesson 7 plus
+        // a trivial combine), and with 200 chunks for 157 tiles: 43 chunks hold no key, report
+        // the identities (max -inf, sums 0), and the combine must give them no weight rather than
+        // form 0 * inf.
+        for (const int p : {chunks, 1, 200}) {
+            const tir::Program prog = p == chunks ? l.program : lower_decode(spec, p).program;
+            const std::vector<HostTensor> out = interpret(prog, inst, inputs, p);
+            const ErrorStats e = compare(out[0].values, ref[0].values);
+            std::printf("%3d chunks: tile programs vs fp64, relative RMS %.1e\n", p, e.rel_rms());
+            ok = ok && e.nonfinite == 0 && e.rel_rms() < 2e-3;
+        }
+        // Prints:
+        //    64 chunks: tile programs vs fp64, relative RMS 1.5e-04
+        //     1 chunks: tile programs vs fp64, relative RMS 1.6e-04
+        //   200 chunks: tile programs vs fp64, relative RMS 1.3e-04
+        // The error is that of f16 probabilities in the dot with V, whatever the split.
+    }
+
+    {
+        // The CPU form (lesson 4) of the same directive, against the unfused algorithm, in f32.
+        algorithms::OperatorFuncs plain = algorithms::build(spec), fused = algorithms::build(spec);
+        fuse_reduction({fused.stage("acc"), fused.stage("row_sum")}, Halide::RVar(fused.rdoms.at("kv").x))
+            .split_k_update(chunks, 32);
+        HalideCpuRunner a(inst, plain.inputs, plain.outputs), b(inst, fused.inputs, lower_to_cpu(fused.outputs));
+        a.set_inputs(inputs);
+        b.set_inputs(inputs);
+        std::vector<HostTensor> unfused = make_outputs(inst), split = make_outputs(inst);
+        a.run(unfused);
+        b.run(split);
+        const ErrorStats e = compare(split[0].values, unfused[0].values);
+        std::printf("split-K CPU form vs unfused algorithm: relative RMS %.1e\n", e.rel_rms());
+        // Prints: split-K CPU form vs unfused algorithm: relative RMS 9.9e-07
+        // More than lesson 7's rolling form: each of the 64 partials is rescaled once more in f32.
+        ok = ok && e.rel_rms() < 1e-5;
+    }
+
+    // On a GPU: the suite's operator (f16 outputs) through GpuOperator, with the same chunk count.
+    if (gpu_available()) {
+        OperatorSpec gspec = spec;
+        gspec.f32_outputs = false;
+        GpuOptions opt;
+        opt.chunks = chunks;
+        GpuOperator op(instantiate(gspec, 1, 5000), opt);
+        op.set_inputs(inputs);
+        const ErrorStats e = compare(op.run()[0].values, ref[0].values);
+        std::printf("CUDA kernels vs fp64: relative RMS %.1e\n%s", e.rel_rms(), op.describe().c_str());
+        ok = ok && e.nonfinite == 0 && e.rel_rms() < 2e-3;
+    } else {
+        std::printf("no GPU here: the kernels were not run\n");
+    }
+
+    if (!ok) {
+        std::printf("lesson 8: a check failed\n");
+        return 1;
+    }
+    std::printf("Success!\n");
+    return 0;
+}
