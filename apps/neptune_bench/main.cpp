@@ -295,6 +295,9 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1 = 2")
         ->capture_default_str()
         ->check(CLI::Range(-1, 2));
+    sub->add_option("--stages", o.stages, "K/V tiles in flight (cp.async stages or TMA ring buffers); 0 = default")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 8));
 }
 
 }  // namespace

@@ -421,15 +421,19 @@ private:
             }
             if (t.layout == Layout::SharedSwizzled128) throw InternalError("emit_cuda: swizzled tiles are filled by TMA");
             if (n.copy == CopyKind::CpAsync && lc) {
-                // This iteration's copy has landed (one group per pipelined load stays in flight) and every
-                // thread is past the reads of the other buffer: issue the next iteration's copy into it.
-                const std::string j = ident(lc->loop->var);
-                line("nd::cp_async_wait<" + std::to_string(lc->pipelined - 1) + ">();");
+                // Iteration it's copy of load p is commit group (it - begin) * P + p (P pipelined loads,
+                // one group each per iteration, S - 1 iterations issued ahead): when this load's group
+                // for j has landed, (S - 1) P - 1 newer groups may be in flight. After the barrier every
+                // thread is past iteration j - 1's reads of the buffer that iteration j + S - 1 refills.
+                const std::string j = ident(lc->loop->var), stages = std::to_string(k_.pipeline_stages);
+                line("nd::cp_async_wait<" + std::to_string((k_.pipeline_stages - 1) * lc->pipelined - 1) + ">();");
                 line("nd::barrier();");
-                line("if (" + j + " + 1 < " + j + "_end) {");
+                line("if (" + j + " + " + std::to_string(k_.pipeline_stages - 1) + " < " + j + "_end) {");
                 indent_++;
-                shared_load(n, ident(n.dst) + "_buf(stage_" + j + " ^ 1)", true, lc->loop->var,
-                            HI::Variable::make(Halide::Int(32), lc->loop->var) + 1);
+                shared_load(n, ident(n.dst) + "_buf((stage_" + j + " + " + std::to_string(k_.pipeline_stages - 1) + ") % " +
+                                   stages + ")",
+                            true, lc->loop->var,
+                            HI::Variable::make(Halide::Int(32), lc->loop->var) + (k_.pipeline_stages - 1));
                 indent_--;
                 line("}");
                 line("nd::cp_async_commit();");
@@ -547,16 +551,18 @@ private:
             if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::CpAsync) piped.push_back(b.get());
         lc.pipelined = int(piped.size());
         if (!piped.empty()) {
-            if (k_.pipeline_stages != 2) throw InternalError("emit_cuda: only double buffering is emitted");
-            // Prologue: the first iteration's copies, one commit group each, in body order.
-            for (const Node *p : piped) {
-                line("if (" + j + "_begin < " + j + "_end) {");
-                indent_++;
-                shared_load(*p, ident(p->dst) + "_buf(0)", true, n.var, HI::Variable::make(Halide::Int(32), n.var + "_begin"));
-                indent_--;
-                line("}");
-                line("nd::cp_async_commit();");
-            }
+            if (k_.pipeline_stages < 2) throw InternalError("emit_cuda: cp.async pipelining needs 2 or more stages");
+            // Prologue: the first S - 1 iterations' copies, one commit group per load, in body order.
+            for (int it = 0; it + 1 < k_.pipeline_stages; it++)
+                for (const Node *p : piped) {
+                    line("if (" + j + "_begin + " + std::to_string(it) + " < " + j + "_end) {");
+                    indent_++;
+                    shared_load(*p, ident(p->dst) + "_buf(" + std::to_string(it) + ")", true, n.var,
+                                HI::Variable::make(Halide::Int(32), n.var + "_begin") + it);
+                    indent_--;
+                    line("}");
+                    line("nd::cp_async_commit();");
+                }
         }
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;

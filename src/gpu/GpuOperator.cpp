@@ -53,6 +53,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
     c.wgmma = opt.wgmma;
     c.overlap = opt.overlap;
+    c.stages = opt.stages;
     return c;
 }
 

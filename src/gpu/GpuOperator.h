@@ -19,6 +19,7 @@ struct GpuOptions {
     std::string arch;   // sm_80 (mma.sync + cp.async) or sm_90a (wgmma + TMA where shapes allow); "": the device's
     int wgmma = -1;     // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide
     int overlap = -1;   // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1: 2
+    int stages = 0;     // K/V copies in flight (cp.async stages or TMA ring buffers); 0: the default
     bool dump = false;  // print the tile program and the CUDA source
 };
 

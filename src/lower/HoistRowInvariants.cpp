@@ -12,6 +12,15 @@ constexpr double log2e = 1.4426950408889634;
 
 Expr fast_exp2(const Expr &x) { return HI::Call::make(Halide::Float(32), "fast_exp2", {x}, HI::Call::PureExtern); }
 
+// x * f, with a constant factor of x folded in: (s * c) * log2e is one multiply, s * (c log2e).
+Expr times(const Expr &x, double f) {
+    if (const HI::Mul *m = x.as<HI::Mul>()) {
+        if (const HI::FloatImm *c = m->b.as<HI::FloatImm>()) return m->a * float(c->value * f);
+        if (const HI::FloatImm *c = m->a.as<HI::FloatImm>()) return m->b * float(c->value * f);
+    }
+    return x * float(f);
+}
+
 class Hoister : public HI::IRMutator {
 public:
     Hoister(const Kernel &k, const std::string &dst, Kernel &out, Block &pre) : k_(k), dst_(dst), out_(out), pre_(pre) {}
@@ -28,9 +37,9 @@ public:
             const Expr arg = op->args[0];
             if (const HI::Sub *sub = arg.as<HI::Sub>()) {
                 if (varies(sub->a) && !varies(sub->b))
-                    return fast_exp2(mutate(sub->a) * float(log2e) - hoist(sub->b * float(log2e)));
+                    return fast_exp2(times(mutate(sub->a), log2e) - hoist(sub->b * float(log2e)));
             }
-            return fast_exp2(mutate(arg) * float(log2e));
+            return fast_exp2(times(mutate(arg), log2e));
         }
         return HI::IRMutator::visit(op);
     }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "lower/BuildTileProgram.h"
+#include "lower/DeferScoreScale.h"
 #include "lower/HoistRowInvariants.h"
 #include "lower/OverlapDots.h"
 #include "lower/PipelineLoads.h"
@@ -85,6 +86,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("build_tile_program", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return skip_masked_tiles(k, opt.block_n); });
     log("skip_masked_tiles", p);
+    p = each_kernel(p, defer_score_scale);  // before hoisting, which folds the scale into the exp's FFMA
+    log("defer_score_scale", p);
     p = each_kernel(p, hoist_row_invariants);  // after skipping: the mask map stays per element
     log("hoist_row_invariants", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return select_mma(k, opt.wgmma); });

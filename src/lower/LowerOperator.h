@@ -24,6 +24,7 @@ struct LoweringChoices {
     int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none
     int wgmma = -1;       // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;     // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns
+    int stages = 0;       // pipelined copies of K and V in flight (cp.async or TMA ring)
 };
 
 /** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */

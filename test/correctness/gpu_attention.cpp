@@ -21,6 +21,7 @@ struct Case {
     int64_t seq_q = 0;
     DType dtype = DType::F16;
     std::string arch = "";  // "": the device's path (sm_90a: wgmma + TMA on the H200); "sm_80": mma.sync
+    int stages = 0, block_n = 0;  // 0: the defaults
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -34,6 +35,8 @@ void run(const OperatorSpec &op, const Case &c) {
                  << (c.arch.empty() ? "device arch" : c.arch));
     GpuOptions opt;
     opt.arch = c.arch;
+    opt.stages = c.stages;
+    opt.block_n = c.block_n;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
@@ -73,6 +76,16 @@ TEST_CASE("gpu attention: every operator at odd shapes matches the fp64 referenc
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) run(op, c);
+    }
+}
+
+TEST_CASE("gpu attention: decode with deeper cp.async pipelines and other tiles matches the fp64 reference") {
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (const Case &c : {Case{3, 1000, 128, 128, InputStyle::RisingScores, 0, DType::F16, "", 3, 32},
+                              Case{1, 4099, 128, 128, InputStyle::Normal, 0, DType::F16, "", 4, 64},
+                              Case{2, 77, 64, 64, InputStyle::Normal, 0, DType::BF16, "", 4, 32}})
+            run(op, c);
     }
 }
 
