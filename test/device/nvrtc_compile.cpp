@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <nvrtc.h>
 
+#include "HopperKernels.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -117,4 +119,13 @@ TEST_CASE("device library: every op compiles under NVRTC from in-memory headers,
                           "kernel " << kernels << ": " << (*it)[0].str());
         CHECK(kernels == 26);  // compile_check.cu's instantiations
     }
+}
+
+TEST_CASE("device library: the Hopper test kernels (TMA, wgmma) compile for sm_90a without spills") {
+    const compile_result r = compile(neptune::testing::hopper_kernels, all_headers(), "sm_90a");
+    INFO(r.log);
+    REQUIRE(r.status == NVRTC_SUCCESS);
+    CHECK(r.log.find("bytes spill stores") != std::string::npos);  // ptxas reported the kernels
+    const std::regex spills(R"(([1-9]\d*) bytes spill (stores|loads))");
+    CHECK_FALSE(std::regex_search(r.log, spills));
 }
