@@ -1,0 +1,158 @@
+// The Hopper passes one at a time on the flagship prefill program (sm_90a): select_mma, specialize_warps,
+// overlap_dots and defer_score_scale, each against what its header promises, and the verifier's rule
+// for asynchronous dots on hand-made kernels. Their numerics are checked elsewhere (the interpreter
+// against fp64 in correctness/interpret_attention, the GPU in correctness/gpu_attention).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "lower/LowerOperator.h"
+#include "neptune/Error.h"
+#include "tir/IR.h"
+
+using namespace neptune;
+using namespace neptune::tir;
+
+namespace {
+
+Kernel lower(const char *op, int overlap = -1, GpuArch arch = GpuArch::Sm90a, int head_dim = 128) {
+    OperatorSpec spec = *find_operator(op);
+    spec.attention.head_dim_qk = spec.attention.head_dim_v = head_dim;
+    internal::LoweringChoices c;
+    c.arch = arch;
+    c.overlap = overlap;
+    return internal::lower_operator(instantiate(spec, 1, 1024), c).program.kernels.at(0);
+}
+
+template <typename F>
+int count(const Block &b, F pred) {
+    int n = 0;
+    for (const Stmt &s : b) n += (pred(*s) ? 1 : 0) + count(s->body, pred);
+    return n;
+}
+
+std::vector<const Node *> loops(const Kernel &k) {
+    std::vector<const Node *> l;
+    for (const Stmt &s : k.body)
+        if (s->kind == NodeKind::CarriedLoop) l.push_back(s.get());
+    return l;
+}
+
+bool contains(const std::string &text, const std::string &what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("select_mma: wgmma dots read Q from shared memory, swizzled tiles, the zero fill folded") {
+    const Kernel k = lower("prefill_global", 0);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma; }) == 2);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::MmaSync; }) == 0);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Convert && n.src == "q_s"; }) == 0);
+    CHECK(k.values.count("q_a") == 0);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.a == "q_s" && !n.accumulate; }) == 1);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Fill && n.dst == "s"; }) == 0);
+    for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == Layout::SharedSwizzled128);
+    // Head dims that are not whole 64-column swizzle blocks keep mma.sync, on sm_90a too.
+    const Kernel narrow = lower("prefill_global", -1, GpuArch::Sm90a, 80);
+    CHECK(narrow.producer_warps == 0);
+    CHECK(count(narrow.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::MmaSync; }) == 2);
+}
+
+TEST_CASE("select_mma: forcing wgmma on a shape it cannot run is a CompileError that says why") {
+    OperatorSpec spec = *find_operator("prefill_causal");
+    spec.attention.head_dim_qk = spec.attention.head_dim_v = 80;
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.wgmma = 1;
+    c.warps = 8;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(spec, 1, 256), c),
+                         doctest::Contains("not a multiple of the swizzle's 64"), CompileError);
+}
+
+TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, releases after the last reader") {
+    const Kernel k = lower("prefill_gqa", 0);
+    CHECK(k.producer_warps == 4);
+    CHECK(k.threads() == 384);
+    CHECK(k.producer_registers == 24);
+    CHECK(k.consumer_registers == 240);
+    REQUIRE(k.tensor_maps.size() == 3);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma; }) == 3);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Barrier; }) == 0);  // each TMA load is waited on
+    const std::vector<const Node *> l = loops(k);
+    REQUIRE(l.size() == 1);
+    const Block &b = l[0]->body;
+    // Each ring tile is released right after the dot that reads it.
+    for (size_t i = 0; i + 1 < b.size(); i++)
+        if (b[i]->kind == NodeKind::TileDot) CHECK((b[i + 1]->kind == NodeKind::Release && b[i + 1]->src == b[i]->b));
+    const std::string listing = to_string(k);
+    CHECK(contains(listing, "k[plane b * kv_heads + h / (q_heads / kv_heads), row j * 128]  // tma stage 0; ring j"));
+    CHECK(contains(listing, "roles: 4 producer warps (TMA, 24 registers), 8 compute warps (240 registers)"));
+    // The decode kernels (one warp of query heads) keep cp.async.
+    const Kernel d = lower("decode_gqa");
+    CHECK(d.producer_warps == 0);
+    CHECK(count(d.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 2);
+}
+
+TEST_CASE("overlap_dots: the first tile, the steady loop with two dots in flight, the last PV") {
+    const Kernel k = lower("prefill_causal", 1);
+    const std::vector<const Node *> l = loops(k);
+    REQUIRE(l.size() == 3);
+    // Steady loop: S_j and PV_(j-1) issued asynchronously, retired by waits for 1 and 0 pending.
+    const Block &steady = l[1]->body;
+    CHECK(count(steady, [](const Node &n) { return n.kind == NodeKind::TileDot && n.async; }) == 2);
+    std::vector<int> waits;
+    for (const Stmt &s : steady)
+        if (s->kind == NodeKind::DotWait) waits.push_back(s->pending);
+    CHECK(waits == std::vector<int>{1, 0});
+    const std::string listing = to_string(k);
+    CHECK(contains(listing, "v_s = load v[plane h / (q_heads / kv_heads) + b * kv_heads, row j * 128 + -128]"));
+    CHECK(contains(listing, "wait_dots(pending 0: acc, s_a)"));
+    // The first loop runs one tile and no PV; the last runs the PV of the last tile only.
+    CHECK(count(l[0]->body, [](const Node &n) { return n.kind == NodeKind::TileDot; }) == 1);
+    CHECK(count(l[2]->body, [](const Node &n) { return n.kind == NodeKind::TileDot && !n.async; }) == 1);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::WarpgroupTurn; }) == 0);
+    // Level 2 adds the warpgroups' turns: take before the score dot, pass after the PV dot, begin and end.
+    const Kernel t = lower("prefill_causal", 2);
+    CHECK(count(t.body, [](const Node &n) { return n.kind == NodeKind::WarpgroupTurn; }) == 4);
+    CHECK(contains(to_string(t), "warpgroup_turn take"));
+    // Level 0 leaves the single loop.
+    CHECK(loops(lower("prefill_causal", 0)).size() == 1);
+}
+
+TEST_CASE("defer_score_scale: the scale moves into the row max and the exponential's FFMA") {
+    const std::string global = to_string(lower("prefill_global", 0));
+    CHECK_FALSE(contains(global, "score modifier"));
+    CHECK(contains(global, "s_max_raw = max(s_max_raw, row_max(s))"));
+    CHECK(contains(global, "fast_exp2(s * 0.127517 - s_r0)"));  // (1 / sqrt(128)) log2 e in one constant
+    // ALiBi's modifier is not a pure scale: it stays, and the scores are scaled before the mask.
+    const std::string alibi = to_string(lower("prefill_alibi", 0));
+    CHECK(contains(alibi, "score modifier"));
+    CHECK_FALSE(contains(alibi, "s_max_raw"));
+}
+
+TEST_CASE("verify: an asynchronous dot's accumulator and operands are untouched until it is retired") {
+    Kernel k = lower("prefill_global", 1);
+    tir::verify(k);
+    // Read the PV accumulator while its dot is in flight: move the rescale before the wait.
+    std::vector<const Node *> l = loops(k);
+    Block steady = l[1]->body;
+    size_t wait0 = 0, rescale = 0;
+    for (size_t i = 0; i < steady.size(); i++) {
+        if (steady[i]->kind == NodeKind::DotWait && steady[i]->pending == 0) wait0 = i;
+        if (steady[i]->kind == NodeKind::TileMap && steady[i]->dst == "acc") rescale = i;
+    }
+    REQUIRE((wait0 > 0 && rescale > wait0));
+    std::swap(steady[wait0], steady[rescale]);
+    Kernel bad = k;
+    for (Stmt &s : bad.body)
+        if (s.get() == l[1]) s = with(s, [&](Node &n) { n.body = steady; });
+    CHECK_THROWS_WITH_AS(tir::verify(bad), doctest::Contains("while the asynchronous dot writing it is in flight"),
+                         InternalError);
+    // A dot never retired in its block.
+    Block unretired = l[1]->body;
+    for (auto it = unretired.begin(); it != unretired.end();)
+        it = (*it)->kind == NodeKind::DotWait ? unretired.erase(it) : it + 1;
+    Kernel bad2 = k;
+    for (Stmt &s : bad2.body)
+        if (s.get() == l[1]) s = with(s, [&](Node &n) { n.body = unretired; });
+    CHECK_THROWS_AS(tir::verify(bad2), InternalError);
+}
