@@ -94,7 +94,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     if (dqk % 8 || dv % 8) fail("head dims must be multiples of 8 (16-byte copies), got " + std::to_string(dqk) + "/" + std::to_string(dv));
     if (output.function().outputs() != 1) fail("the output must be a single-valued Func");
 
-    IsolatedGroup iso = isolate_group(g, output);
+    IsolatedGroup iso = isolate_group(g, output, opt.extents);
     const FusedPlan &plan = iso.group.plan;
     const bool decode = plan.variant == Variant::SplitK;
     std::optional<DType> dtype;
@@ -109,7 +109,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         if (dtype && *dtype != t) fail("q, k and v must share one element type");
         dtype = t;
     }
-    if (!dtype) fail("the group reads no 4-D tensor (q, k, v)");
+    if (!dtype)
+        fail("the tile backend lowers attention-shaped groups (q, k and v of 4 dimensions); this one reads none: "
+             "compile it with lower_to_cpu and Halide's schedules (generators/README.md)");
     const int group = opt.group > 0 ? opt.group : 1;
 
     // 1. One tile program per GPU family, emitted and compiled.

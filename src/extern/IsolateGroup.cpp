@@ -175,7 +175,21 @@ private:
 
 }  // namespace
 
-IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output) {
+// The buffer extents (and mins) a set of Functions reads, as Variable names ("q.extent.2").
+class FindExtents : public HI::IRGraphVisitor {
+public:
+    std::set<std::string> names;
+
+private:
+    using HI::IRGraphVisitor::visit;
+    void visit(const HI::Variable *v) override {
+        if (v->name.find(".extent.") != std::string::npos || v->name.find(".min.") != std::string::npos)
+            names.insert(v->name);
+    }
+};
+
+IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output,
+                            const std::map<std::string, Halide::Expr> &extents) {
     std::set<std::string> stages;
     for (const FusedStage &s : g.plan.stages) stages.insert(s.name);
     CollectInputs collect(stages, g.plan.directive);
@@ -189,9 +203,32 @@ IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output) {
         if (!in.is_func)
             for (auto it = collect.renamed_extents.begin(); it != collect.renamed_extents.end();)
                 it = it->first.rfind(name + ".", 0) == 0 ? collect.renamed_extents.erase(it) : std::next(it);
+    // A user's extent that is a buffer's extent names the kernels' parameter in the copy.
+    for (auto &[param, e] : extents)
+        if (const HI::Variable *v = e.as<HI::Variable>())
+            collect.renamed_extents[v->name] = HI::Variable::make(Halide::Int(32), param);
     ReadPlaceholders read(collect.placeholders, collect.renamed_extents);
-    for (auto &[name, fn] : copies)
-        if (!collect.placeholders.count(name)) fn.mutate(&read);
+    FindExtents find;
+    for (auto &[name, fn] : copies) {
+        if (collect.placeholders.count(name)) continue;
+        fn.mutate(&read);
+        // Values and arguments only: reduction domains' bounds (the head dim's RDom) do not reach the
+        // kernels, which are compiled for their head dims.
+        std::vector<HI::Definition> defs = fn.updates();
+        if (fn.has_pure_definition()) defs.push_back(fn.definition());
+        for (const HI::Definition &d : defs) {
+            for (const Halide::Expr &e : d.values()) e.accept(&find);
+            for (const Halide::Expr &e : d.args()) e.accept(&find);
+        }
+    }
+    // What is left must be an extent of a tensor the kernels read.
+    for (const std::string &n : find.names) {
+        const std::string buffer = n.substr(0, n.find('.'));
+        if (!collect.inputs.count(buffer))
+            throw CompileError(g.plan.directive + ": the group reads " + n + ", an extent of " + buffer +
+                               ", a buffer the group does not read; give the extent it stands for (batch, q_heads, "
+                               "kv_heads, seq_q, seq_kv) in ExternOptions::extents");
+    }
 
     IsolatedGroup iso;
     iso.output = Halide::Func(outs[0]);

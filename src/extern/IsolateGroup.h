@@ -40,8 +40,12 @@ struct IsolatedGroup {
     std::map<std::string, GroupInput> inputs;  // by tensor name
 };
 
-/** Throws CompileError naming the group for Tuple-valued Func inputs. */
-IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output);
+/** `extents` are the user's expressions for the kernels' int parameters (ExternOptions::extents):
+ * where one is a buffer's extent (q.extent.2), the copy reads the parameter (q_heads) instead.
+ * Throws CompileError naming the group for Tuple-valued Func inputs, and for extents of buffers the
+ * group does not read that no such expression names. */
+IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output,
+                            const std::map<std::string, Halide::Expr> &extents = {});
 
 }  // namespace neptune::internal
 

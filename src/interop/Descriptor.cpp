@@ -273,7 +273,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
             for (const json &w : js.at("workspaces")) s.workspaces.push_back({w.at("name"), w.at("elements")});
             d.sets.push_back(std::move(s));
         }
-    } catch (const json::exception &e) {
+    } catch (const std::exception &e) {  // json's errors and ours alike
         throw std::invalid_argument(std::string("Neptune extern descriptor: ") + e.what());
     }
     return d;
