@@ -36,8 +36,9 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
     nlohmann::json manifest = {{"library", base}, {"stages", nlohmann::json::array()}};
     bool ok = true;
     for (const neptune::ExternStageInfo &s : neptune::extern_stages_built()) {
-        nlohmann::json stage = {{"name", s.name}, {"extern_function", s.extern_function}, {"sets", nlohmann::json::array()}};
         const nlohmann::json descriptor = nlohmann::json::parse(s.descriptor);
+        nlohmann::json stage = {{"name", s.name}, {"extern_function", s.extern_function},
+                                {"descriptor_id", descriptor.at("id")}, {"sets", nlohmann::json::array()}};
         for (size_t k = 0; k < s.sets.size(); k++) {
             const neptune::ExternStageInfo::KernelSet &set = s.sets[k];
             const std::string stem = base + "." + s.name + "." + set.arch;
