@@ -3,15 +3,11 @@
 // libraries and Halide's runtime only: no libHalide, no other build step.
 #include <doctest/doctest.h>
 
-#include <functional>
-
 #include "AotBuffers.h"
-#include "Compare.h"
 #include "cross_entropy_host.h"
 #include "decode_gqa_host.h"
 #include "layernorm_host.h"
 #include "logsumexp_host.h"
-#include "neptune/reference/Reference.h"
 #include "performer_host.h"
 #include "prefill_causal_host.h"
 #include "rmsnorm_host.h"
@@ -20,45 +16,19 @@
 using namespace neptune;
 using namespace neptune::testing;
 
-namespace {
-
-using Buffers = std::vector<Halide::Runtime::Buffer<void>>;
-
-/** Runs `call` on inputs made for `inst` and checks every output against the reference. */
-void check_library(const OperatorInstance &inst, const std::function<int(Buffers &, Buffers &)> &call,
-                   InputStyle style = InputStyle::Normal) {
-    INFO(inst.spec.name << " at " << inst.batch << "," << inst.seq);
-    const std::vector<HostTensor> in = make_inputs(inst, 11, style);
-    Buffers ins, outs;
-    for (const HostTensor &t : in) ins.push_back(host_buffer(t));
-    for (const TensorDesc &d : inst.outputs) outs.push_back(poisoned_buffer(d));
-    clear_messages();
-    const int rc = call(ins, outs);
-    INFO(all_messages());
-    REQUIRE(rc == 0);
-    const std::vector<HostTensor> ref = reference::compute(inst, in);
-    for (size_t o = 0; o < outs.size(); o++) check_close(inst.outputs[o].name, read_buffer(outs[o], inst.outputs[o]), ref[o]);
-}
-
-OperatorInstance attention(const std::string &op, int q_heads, int kv_heads, int64_t batch, int64_t seq) {
-    OperatorSpec s = *find_operator(op);
-    s.attention.q_heads = q_heads;
-    s.attention.kv_heads = kv_heads;
-    return instantiate(s, batch, seq);
-}
-
-}  // namespace
 
 TEST_CASE("aot host: prefill attention, causal, grouped heads, rising row maxima") {
+    RunOptions rising;
+    rising.style = InputStyle::RisingScores;
     for (int64_t seq : {1, 33, 130})
-        check_library(attention("prefill_causal", 4, 2, 2, seq),
+        check_library(attention_instance("prefill_causal", 4, 2, 2, seq),
                       [](Buffers &i, Buffers &o) { return prefill_causal_host(i[0], i[1], i[2], o[0]); },
-                      InputStyle::RisingScores);
+                      rising);
 }
 
 TEST_CASE("aot host: decode attention, split-K over the keys, 8 query heads per KV head") {
     for (int64_t seq : {1, 100, 257})
-        check_library(attention("decode_gqa", 16, 2, 3, seq),
+        check_library(attention_instance("decode_gqa", 16, 2, 3, seq),
                       [](Buffers &i, Buffers &o) { return decode_gqa_host(i[0], i[1], i[2], o[0]); });
 }
 

@@ -8,7 +8,6 @@
 #include <HalideRuntimeCuda.h>
 
 #include <cmath>
-#include <functional>
 
 #include "AotBuffers.h"
 #include "Compare.h"
@@ -30,8 +29,6 @@ using Halide::Runtime::Buffer;
 
 namespace {
 
-using Buffers = std::vector<Buffer<void>>;
-using Call = std::function<int(Buffers &, Buffers &)>;
 
 // Attention through tensor cores rounds P to f16 before the second product: the suite's GPU bound
 // (correctness/gpu_attention) on the relative RMS error, and a loose bound on the worst element.
@@ -48,44 +45,24 @@ void remember_set(const neptune_halide_trace_event *e) {
 }
 
 /** Inputs copied to the device by Halide (copy_to_device), outputs poisoned; each output checked. */
-void check_on_device(const OperatorInstance &inst, const Call &call, bool attention, InputStyle style = InputStyle::Normal) {
-    INFO(inst.spec.name << " at " << inst.batch << "," << inst.seq);
-    const std::vector<HostTensor> in = make_inputs(inst, 23, style);
-    Buffers ins, outs;
-    for (const HostTensor &t : in) {
-        ins.push_back(host_buffer(t));
-        REQUIRE(ins.back().copy_to_device(halide_cuda_device_interface()) == 0);
-    }
-    for (const TensorDesc &d : inst.outputs) outs.push_back(poisoned_buffer(d));
-    clear_messages();
-    const int rc = call(ins, outs);
-    INFO(all_messages());
-    REQUIRE(rc == 0);
-    const std::vector<HostTensor> ref = reference::compute(inst, in);
-    for (size_t o = 0; o < outs.size(); o++) {
-        const HostTensor got = read_buffer(outs[o], inst.outputs[o]);
-        int64_t unwritten = 0;
-        for (double v : got.values) unwritten += std::isnan(v) ? 1 : 0;
-        CHECK(unwritten == 0);
-        check_close(inst.outputs[o].name, got, ref[o], gpu_tolerance(inst.outputs[o].dtype, attention));
-    }
-}
-
-OperatorInstance attention(const std::string &op, int q_heads, int kv_heads, int64_t batch, int64_t seq) {
-    OperatorSpec s = *find_operator(op);
-    s.attention.q_heads = q_heads;
-    s.attention.kv_heads = kv_heads;
-    return instantiate(s, batch, seq);
+void check_on_device(const OperatorInstance &inst, const LibraryCall &call, bool attention,
+                     InputStyle style = InputStyle::Normal) {
+    RunOptions o;
+    o.style = style;
+    o.seed = 23;
+    o.device = halide_cuda_device_interface();
+    o.tolerance = [attention](DType t) { return gpu_tolerance(t, attention); };
+    check_library(inst, call, o);
 }
 
 }  // namespace
 
 TEST_CASE("gpu aot: prefill attention on Halide's device buffers, with the GPU family's kernels") {
     neptune_halide_set_trace(remember_set);
-    const Call call = [](Buffers &i, Buffers &o) { return prefill_causal(i[0], i[1], i[2], o[0]); };
-    check_on_device(attention("prefill_causal", 4, 2, 2, 1), call, true);
-    check_on_device(attention("prefill_causal", 8, 8, 1, 333), call, true);
-    check_on_device(attention("prefill_causal", 32, 8, 1, 1000), call, true, InputStyle::RisingScores);
+    const LibraryCall call = [](Buffers &i, Buffers &o) { return prefill_causal(i[0], i[1], i[2], o[0]); };
+    check_on_device(attention_instance("prefill_causal", 4, 2, 2, 1), call, true);
+    check_on_device(attention_instance("prefill_causal", 8, 8, 1, 333), call, true);
+    check_on_device(attention_instance("prefill_causal", 32, 8, 1, 1000), call, true, InputStyle::RisingScores);
     neptune_device_info info{};
     REQUIRE(neptune_get_device_info(&info) == NEPTUNE_OK);
     // Hopper runs the sm_90a cubin; 8.x the sm_80 cubin; later GPUs the compute_90 PTX of that set.
@@ -94,12 +71,12 @@ TEST_CASE("gpu aot: prefill attention on Halide's device buffers, with the GPU f
 }
 
 TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks chosen per shape") {
-    const Call call = [](Buffers &i, Buffers &o) { return decode_gqa(i[0], i[1], i[2], o[0]); };
-    for (int64_t seq : {1, 100, 8191}) check_on_device(attention("decode_gqa", 64, 8, 3, seq), call, true);
+    const LibraryCall call = [](Buffers &i, Buffers &o) { return decode_gqa(i[0], i[1], i[2], o[0]); };
+    for (int64_t seq : {1, 100, 8191}) check_on_device(attention_instance("decode_gqa", 64, 8, 3, seq), call, true);
 }
 
 TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes to the kernels as it is") {
-    const OperatorInstance inst = attention("prefill_causal", 4, 4, 1, 77);
+    const OperatorInstance inst = attention_instance("prefill_causal", 4, 4, 1, 77);
     const std::vector<HostTensor> in = make_inputs(inst, 5);
     std::vector<const TensorDesc *> descs = {&inst.inputs[0], &inst.inputs[1], &inst.inputs[2], &inst.outputs[0]};
     std::vector<void *> dev(4, nullptr);
@@ -137,12 +114,12 @@ TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes
 }
 
 TEST_CASE("gpu aot: a Halide CUDA stage (q pre-scaling) feeds Neptune's stage in one context") {
-    check_on_device(attention("prefill_causal", 8, 2, 2, 129),
+    check_on_device(attention_instance("prefill_causal", 8, 2, 2, 129),
                     [](Buffers &i, Buffers &o) { return prefill_prescaled(i[0], i[1], i[2], o[0]); }, true);
 }
 
 TEST_CASE("gpu aot: a cropped output is refused with a message, not half-written") {
-    const OperatorInstance inst = attention("prefill_causal", 4, 4, 1, 16);
+    const OperatorInstance inst = attention_instance("prefill_causal", 4, 4, 1, 16);
     const std::vector<HostTensor> in = make_inputs(inst, 2);
     Buffers ins;
     for (const HostTensor &t : in) ins.push_back(host_buffer(t));
