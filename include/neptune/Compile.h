@@ -84,6 +84,10 @@ const std::vector<ExternStageInfo> &extern_stages_built();
 
 /** Points `p`'s JIT CUDA runtime at Neptune's context and stream (NeptuneHalide.h). */
 void share_cuda_context(Halide::Pipeline &p);
+/** The same for Halide's JIT runtime as a whole (its default handlers): device memory that
+ * Halide::Buffer::copy_to_device allocates outside any pipeline then lives in Neptune's context too.
+ * compile_gpu() calls both. */
+void share_cuda_context();
 
 /** JIT: the host plus CUDA at Halide 21's highest capability (86; the H200's driver runs its PTX). */
 Halide::Target gpu_jit_target();

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Packs what a run on the H200 machine needs into .devrun/ (git-ignored; carried by the device tool):
-# the built binaries and libHalide.so, xz-compressed (165 MB does not fit a call's 64 MiB; 46 MB does).
+# the built binaries (the generator tests' AOT libraries are linked in) and libHalide.so, xz-compressed (165 MB does not fit a call's 64 MiB; 46 MB does).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 build=${NEPTUNE_BUILD_DIR:-build}
 mkdir -p .devrun
 cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_bench
-for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_*; do
+for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_* \
+         "$build"/test/generator/test_generator_gpu_* "$build"/test/generator/test_generator_aot_extern; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" .devrun/ && strip ".devrun/$(basename "$t")"
 done
 lib=deps/halide-21.0.0/halide/lib64/libHalide.so

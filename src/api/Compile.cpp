@@ -69,19 +69,31 @@ std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs
         for (auto &[n, fn] : HI::find_transitive_calls(o.function())) env.emplace(n, fn);
     }
     for (const internal::FusedGroup &g : internal::claim_fused_groups(outputs)) {
-        // The group's output: the Func among the outputs (or their inputs) that reads the group's
-        // stages and is not one of them.
+        // The group's output: the one Func outside the group that reads its stages (attention's out),
+        // among the outputs or the Funcs they read.
         std::set<std::string> stages;
         for (const internal::FusedStage &s : g.plan.stages) stages.insert(s.name);
-        std::optional<Halide::Func> out;
-        for (const Halide::Func &o : outputs) {
-            if (stages.count(o.name())) continue;
-            for (auto &[n, fn] : HI::find_direct_calls(o.function()))
-                if (stages.count(n)) out = o;
+        std::set<std::string> inside = stages;  // the stages and what they read (prob reads row_max)
+        for (const internal::FusedStage &s : g.plan.stages)
+            for (auto &[n, fn] : HI::find_transitive_calls(s.func.function())) inside.insert(n);
+        std::vector<Halide::Func> readers;
+        for (auto &[name, fn] : env) {
+            if (inside.count(name)) continue;
+            for (auto &[callee, unused] : HI::find_direct_calls(fn)) {
+                (void)unused;
+                if (stages.count(callee)) {
+                    readers.push_back(Halide::Func(fn));
+                    break;
+                }
+            }
         }
-        if (!out)
+        if (readers.empty())
             throw CompileError(g.plan.directive + ": extern_stages needs the Func that reads the group's stages (its "
-                               "epilogue, e.g. attention's out) among the outputs");
+                               "epilogue, e.g. attention's out) among the outputs or the Funcs they read");
+        if (readers.size() > 1)
+            throw CompileError(g.plan.directive + ": the group's stages are read by " + readers[0].name() + " and " +
+                               readers[1].name() + "; an extern stage has one output");
+        const Halide::Func *out = &readers[0];
         internal::BuiltExternStage b = internal::build_extern_stage(g, *out, options);
         for (auto &[n, fn] : env) {
             if (n == out->name()) continue;
@@ -101,11 +113,23 @@ const std::vector<ExternStageInfo> &extern_stages_built() {
     return built();
 }
 
-void share_cuda_context(Halide::Pipeline &p) {
-    Halide::JITHandlers &h = p.jit_handlers();
+namespace {
+
+void set_cuda_handlers(Halide::JITHandlers &h) {
     h.custom_cuda_acquire_context = jit_acquire_context;
     h.custom_cuda_release_context = jit_release_context;
     h.custom_cuda_get_stream = jit_get_stream;
+}
+
+}  // namespace
+
+void share_cuda_context(Halide::Pipeline &p) { set_cuda_handlers(p.jit_handlers()); }
+
+void share_cuda_context() {
+    // Read the defaults by swapping in empty ones, then put them back with the CUDA hooks replaced.
+    Halide::JITHandlers h = HI::JITSharedRuntime::set_default_handlers(Halide::JITHandlers());
+    set_cuda_handlers(h);
+    HI::JITSharedRuntime::set_default_handlers(h);
 }
 
 Halide::Target gpu_jit_target() {
@@ -170,6 +194,7 @@ GpuPipeline compile_gpu(const std::vector<Halide::Func> &outputs, ExternOptions 
     }
     p.set_jit_externs(externs);
     share_cuda_context(p);
+    share_cuda_context();
     return GpuPipeline(p, stages);
 }
 

@@ -267,6 +267,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     Halide::Func ext(stage);
     ext.define_extern(info.extern_function, args, {out_type}, vars, Halide::NameMangling::Default,
                       Halide::DeviceAPI::CUDA);
+    // At root: the stage computes whole outputs anyway, and Halide 21 crashes compiling a GPU loop
+    // that reads an extern stage left at the default (inline) level.
+    ext.compute_root();
     for (size_t k = 0; k < vars.size(); k++) {
         const std::string &e = out_dims[k];
         ext.bound(vars[k], 0, std::isdigit(static_cast<unsigned char>(e[0])) ? Halide::Expr(std::stoi(e)) : extent_of.at(e));
