@@ -12,8 +12,10 @@
  * // JIT: algorithm, directives, run (a few lines)
  * neptune::algorithms::AttentionFuncs a = neptune::algorithms::attention(spec, DType::F16, in, false);
  * neptune::fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
- * neptune::GpuPipeline p = neptune::compile_gpu({a.out}, {.head_dim_qk = 128});
- * p.realize({out_buffer});
+ * neptune::ExternOptions o;
+ * o.head_dim_qk = 128;
+ * neptune::GpuPipeline p = neptune::compile_gpu({a.out}, o);
+ * p.realize(out_buffer);
  * // AOT, in a Generator's generate(): out = neptune::extern_stages({a.out}, options)[0];
  * \endcode
  *
