@@ -19,6 +19,12 @@
  * // AOT, in a Generator's generate(): out = neptune::extern_stages({a.out}, options)[0];
  * \endcode
  *
+ * The stage is DeviceAPI::CUDA, so Halide puts its output on the device before the call and marks
+ * it device-dirty after (a GPU consumer reads it there, a host consumer gets a copy back); inputs
+ * arrive as they are, and the stage moves host-only ones to the device through Halide's own runtime
+ * (halide_cuda_device_interface), where they stay attached to their buffers. A Host stage would put
+ * every output on the host: a round trip per call for the usual all-GPU pipeline.
+ *
  * Which groups get Neptune's kernels: attention-shaped groups (the tile backend's scope, see
  * lower/Lower.h). Other groups raise CompileError here; run them through lower_to_cpu() and
  * Halide's own schedules instead (generators/README.md). */
@@ -49,7 +55,7 @@ struct ExternOptions {
     /** AOT: one kernel set per GPU family, compiled by nvcc into the pipeline (an sm_80 fatbin with
      * compute_90 PTX for newer GPUs; an sm_90a cubin). JIT: one set for `jit_arch` by NVRTC. */
     bool aot = true;
-    std::string jit_arch = "sm_80";  // JIT: the device's sm_XY (sm_90a on Hopper)
+    std::string jit_arch;  // JIT: sm_XY (sm_90a for Hopper); empty: this process's GPU, sm_80 without one
     /** AOT: the target has Target::UserContext, so the stage passes the pipeline's user context to
      * Halide's runtime calls and error handler (else none, as Halide's own calls). JIT: always. */
     bool user_context = false;
@@ -90,6 +96,11 @@ void share_cuda_context(Halide::Pipeline &p);
  * Halide::Buffer::copy_to_device allocates outside any pipeline then lives in Neptune's context too.
  * compile_gpu() calls both. */
 void share_cuda_context();
+
+/** Makes a JIT Pipeline built from extern_stages() results runnable: Neptune's entry points as its
+ * JIT externs (kept beside the pipeline's own), its CUDA runtime on Neptune's context, stage errors
+ * in Halide::RuntimeError. compile_gpu() does this for the pipeline it returns. */
+void prepare_jit(Halide::Pipeline &p);
 
 /** JIT: the host plus CUDA at Halide 21's highest capability (86; the H200's driver runs its PTX). */
 Halide::Target gpu_jit_target();

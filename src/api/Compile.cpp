@@ -60,7 +60,16 @@ Halide::JITExtern jit_extern(int num_buffers) {
 
 }  // namespace
 
-std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs, const ExternOptions &options) {
+std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs, const ExternOptions &given) {
+    ExternOptions options = given;
+    if (!options.aot && options.jit_arch.empty()) {
+        options.jit_arch = "sm_80";  // for inspection where there is no GPU
+        neptune_device_info info{};
+        if (neptune_get_device_info(&info) == NEPTUNE_OK) {
+            const int cc = info.cc_major * 10 + info.cc_minor;
+            options.jit_arch = "sm_" + std::to_string(cc) + (cc == 90 ? "a" : "");
+        }
+    }
     std::vector<Halide::Func> result = outputs;
     // Every Function the outputs reach: where readers of a group's output are redirected.
     std::map<std::string, HI::Function> env;
@@ -132,6 +141,15 @@ void share_cuda_context() {
     HI::JITSharedRuntime::set_default_handlers(h);
 }
 
+void prepare_jit(Halide::Pipeline &p) {
+    std::map<std::string, Halide::JITExtern> externs = p.get_jit_externs();
+    for (int n = 1; n <= interop::max_extern_buffers; n++) externs.emplace(interop::extern_function_name(n), jit_extern(n));
+    p.set_jit_externs(externs);
+    share_cuda_context(p);
+    share_cuda_context();
+    neptune_halide_set_jit_error_reporter(report_to_jit);
+}
+
 Halide::Target gpu_jit_target() {
     return Halide::get_host_target().with_feature(Halide::Target::CUDA).with_feature(Halide::Target::CUDACapability86);
 }
@@ -177,24 +195,11 @@ std::string GpuPipeline::ptxas_report() const {
 
 GpuPipeline compile_gpu(const std::vector<Halide::Func> &outputs, ExternOptions options) {
     options.aot = false;
-    neptune_device_info info{};
-    if (neptune_get_device_info(&info) == NEPTUNE_OK) {
-        const int cc = info.cc_major * 10 + info.cc_minor;
-        options.jit_arch = "sm_" + std::to_string(cc) + (cc == 90 ? "a" : "");
-    }
-    neptune_halide_set_jit_error_reporter(report_to_jit);
     const size_t first = extern_stages_built().size();
     std::vector<Halide::Func> funcs = extern_stages(outputs, options);
     std::vector<ExternStageInfo> stages(extern_stages_built().begin() + long(first), extern_stages_built().end());
     Halide::Pipeline p(funcs);
-    std::map<std::string, Halide::JITExtern> externs;
-    for (const ExternStageInfo &s : stages) {
-        const int n = std::stoi(s.extern_function.substr(s.extern_function.rfind('_') + 1));
-        externs.emplace(s.extern_function, jit_extern(n));
-    }
-    p.set_jit_externs(externs);
-    share_cuda_context(p);
-    share_cuda_context();
+    prepare_jit(p);
     return GpuPipeline(p, stages);
 }
 

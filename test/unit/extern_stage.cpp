@@ -221,3 +221,29 @@ TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile i
     CHECK(descriptor(p)["buffers"][0]["name"].get<std::string>().rfind("q_scaled", 0) == 0);
     p.pipeline().compile_jit(gpu_jit_target());  // Halide's own CUDA stages and the extern call, no GPU needed
 }
+
+TEST_CASE("extern stage: a Pipeline of one's own runs the stages after prepare_jit") {
+    const OperatorSpec spec = *find_operator("prefill_global");
+    algorithms::OperatorFuncs f = algorithms::build(spec);
+    algorithms::fuse_operator(spec, f, {});
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    o.aot = false;
+    Halide::Pipeline p(extern_stages(f.outputs, o));
+    prepare_jit(p);
+    Buffer<float16_t> q(128, 3, 2, 1), k(128, 5, 2, 1), out(128, 3, 2, 1);
+    q.fill(float16_t(0.25f));
+    k.fill(float16_t(0.25f));
+    f.inputs[0].set(q);
+    f.inputs[1].set(k);
+    f.inputs[2].set(k);
+    try {
+        p.realize(out, gpu_jit_target());
+        CHECK(neptune::testing::cuda_device_present());
+        out.copy_to_host();
+        CHECK(float(out(0, 0, 0, 0)) == doctest::Approx(0.25));  // uniform values: the mean is the value
+    } catch (const Halide::RuntimeError &e) {
+        CHECK(!neptune::testing::cuda_device_present());
+        CHECK(has(e.what(), "libcuda.so.1"));
+    }
+}
