@@ -23,7 +23,8 @@ struct Built {
     GpuPipeline pipeline;
 };
 
-Built compile(const std::string &op, ExternOptions o = {}) {
+/** The operator's algorithm with its Neptune schedule applied (split-K with 32-key tiles for decode). */
+algorithms::OperatorFuncs fused(const std::string &op) {
     const OperatorSpec spec = *find_operator(op);
     algorithms::OperatorFuncs f = algorithms::build(spec);
     algorithms::FusionChoice choice;
@@ -32,7 +33,17 @@ Built compile(const std::string &op, ExternOptions o = {}) {
         choice.tile = 32;
     }
     algorithms::fuse_operator(spec, f, choice);
-    if (o.head_dim_qk == 0) o.head_dim_qk = 128;
+    return f;
+}
+
+ExternOptions head_dim_128() {
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    return o;
+}
+
+Built compile(const std::string &op, ExternOptions o = head_dim_128()) {
+    algorithms::OperatorFuncs f = fused(op);
     return {f, compile_gpu(f.outputs, o)};
 }
 
@@ -91,7 +102,7 @@ TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, wi
 }
 
 TEST_CASE("extern stage: decode is a split-K pair that picks its chunks at run time and checks its grouping") {
-    ExternOptions o;
+    ExternOptions o = head_dim_128();
     o.group = 8;
     Built b = compile("decode_gqa", o);
     const nlohmann::json d = descriptor(b.pipeline);
@@ -179,12 +190,8 @@ TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input
 }
 
 TEST_CASE("extern stage: what the tile backend cannot lower, or the options cannot describe, is a CompileError") {
-    const OperatorSpec softmax = *find_operator("softmax");
-    algorithms::OperatorFuncs f = algorithms::build(softmax);
-    algorithms::fuse_operator(softmax, f, {});
-    ExternOptions o;
-    o.head_dim_qk = 128;
-    CHECK_THROWS_WITH_AS(compile_gpu(f.outputs, o), doctest::Contains("the tile backend lowers attention-shaped groups"),
+    const ExternOptions o = head_dim_128();
+    CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o), doctest::Contains("the tile backend lowers attention-shaped groups"),
                          CompileError);
 
     CHECK_THROWS_WITH_AS(compile("prefill_global", [] {
@@ -194,9 +201,7 @@ TEST_CASE("extern stage: what the tile backend cannot lower, or the options cann
                          }()),
                          doctest::Contains("head_dim_qk is not set"), CompileError);
 
-    const OperatorSpec attn = *find_operator("prefill_global");
-    algorithms::OperatorFuncs g = algorithms::build(attn);
-    algorithms::fuse_operator(attn, g, {});
+    algorithms::OperatorFuncs g = fused("prefill_global");
     CHECK_THROWS_WITH_AS(compile_gpu({g.stage("row_sum")}, o), doctest::Contains("needs the Func that reads the group's stages"),
                          CompileError);
 }
@@ -223,11 +228,8 @@ TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile i
 }
 
 TEST_CASE("extern stage: a Pipeline of one's own runs the stages after prepare_jit") {
-    const OperatorSpec spec = *find_operator("prefill_global");
-    algorithms::OperatorFuncs f = algorithms::build(spec);
-    algorithms::fuse_operator(spec, f, {});
-    ExternOptions o;
-    o.head_dim_qk = 128;
+    algorithms::OperatorFuncs f = fused("prefill_global");
+    ExternOptions o = head_dim_128();
     o.aot = false;
     Halide::Pipeline p(extern_stages(f.outputs, o));
     prepare_jit(p);
