@@ -198,6 +198,9 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
     if (t.output) {
         if (!b->device && cuda->device_malloc(uc, b, cuda) != 0)
             return fail(halide_error_code_device_malloc_failed, "cannot allocate it on the GPU");
+        // The kernels write all of it on the device, and Halide marks it device-dirty afterwards: what
+        // the host held is stale, and both flags set at once would be an error at the next copy.
+        b->set_host_dirty(false);
     } else if (!b->device || b->host_dirty() || b->device_interface != cuda) {
         if (!b->host && !b->device) return fail(halide_error_code_host_is_null, "has neither host nor device memory");
         if (cuda->copy_to_device(uc, b, cuda) != 0)
