@@ -11,6 +11,7 @@
 #include "GpuProbe.h"
 #include "decode_gqa.h"
 #include "neptune/runtime/NeptuneHalide.h"
+#include "prefill_alibi.h"
 #include "prefill_causal.h"
 #include "prefill_prescaled.h"
 
@@ -86,6 +87,16 @@ TEST_CASE("aot extern: a bounds query fills every input whole from the caller's 
     for (const std::string &s : seen()) CHECK(s == "query: q[0,128)[0,7)[0,4)[0,2) k[0,128)[0,9)[0,2)[0,2) "
                                                    "v[0,128)[0,9)[0,2)[0,2) out[0,128)[0,7)[0,4)[0,2)");
     neptune_halide_set_trace(nullptr);
+}
+
+TEST_CASE("aot extern: ALiBi's slopes are a fifth buffer, asked for over every query head") {
+    Buffer<void> q = query({128, 3, 4, 1}), k = query({128, 5, 2, 1}), v = query({128, 5, 2, 1}), out = query({128, 3, 4, 1});
+    std::vector<halide_dimension_t> one = {{0, 0, 0, 0}};
+    Buffer<void> slopes(halide_type_t(halide_type_float, 32), nullptr, 1, one.data());
+    clear_messages();
+    REQUIRE(prefill_alibi(q, k, v, slopes, out) == 0);
+    CHECK(slopes.dim(0).min() == 0);
+    CHECK(slopes.dim(0).extent() == 4);
 }
 
 TEST_CASE("aot extern: a Halide stage feeding the group is bounded by the group's query, whole") {

@@ -18,6 +18,7 @@
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
 #include "performer.h"
+#include "prefill_alibi.h"
 #include "prefill_causal.h"
 #include "prefill_prescaled.h"
 #include "rmsnorm.h"
@@ -68,6 +69,11 @@ TEST_CASE("gpu aot: prefill attention on Halide's device buffers, with the GPU f
     // Hopper runs the sm_90a cubin; 8.x the sm_80 cubin; later GPUs the compute_90 PTX of that set.
     CHECK(last_kernel_set == (info.cc_major == 9 && info.cc_minor == 0 ? "sm_90a (sm_90a)" : "sm_80 (sm_80,compute_90)"));
     neptune_halide_set_trace(nullptr);
+}
+
+TEST_CASE("gpu aot: prefill attention with ALiBi: the slopes reach the kernels as a fifth buffer") {
+    check_on_device(attention_instance("prefill_alibi", 8, 8, 2, 200),
+                    [](Buffers &i, Buffers &o) { return prefill_alibi(i[0], i[1], i[2], i[3], o[0]); }, true);
 }
 
 TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks chosen per shape") {

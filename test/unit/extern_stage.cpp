@@ -101,6 +101,16 @@ TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, wi
     CHECK(has(p.ptxas_report(), "registers"));
 }
 
+TEST_CASE("extern stage: ALiBi's slopes are an f32 input over the query heads, a fifth buffer") {
+    Built b = compile("prefill_alibi");
+    CHECK(b.pipeline.stages()[0].extern_function == "neptune_halide_extern_5");
+    const nlohmann::json d = descriptor(b.pipeline);
+    REQUIRE(d["buffers"].size() == 5);
+    CHECK(d["buffers"][3]["name"] == "slopes");
+    CHECK(d["buffers"][3]["bits"] == 32);
+    CHECK(d["buffers"][3]["dims"] == nlohmann::json({"q_heads"}));
+}
+
 TEST_CASE("extern stage: decode is a split-K pair that picks its chunks at run time and checks its grouping") {
     ExternOptions o = head_dim_128();
     o.group = 8;
