@@ -41,4 +41,11 @@ if [ -x "$cuda/bin/nvcc" ]; then
 else
   say "CUDA toolkit not found at $cuda (set CUDA_PATH): GPU kernels will not be compiled"
 fi
+# 4. cuobjdump, which this toolkit lacks: NVIDIA's PyPI package, into deps/ (the generator suite
+#    reads the fatbins of AOT libraries with it; that test is skipped without it).
+if [ ! -x "$cuda/bin/cuobjdump" ] && [ ! -x "$root/deps/cuda-tools/nvidia/cu13/bin/cuobjdump" ]; then
+  say "installing cuobjdump into deps/cuda-tools"
+  python3 -m pip install -q --disable-pip-version-check --no-deps --target "$root/deps/cuda-tools" \
+    "nvidia-cuda-cuobjdump==13.2.86" || say "cuobjdump not installed: generator/fatbin_archs will be skipped"
+fi
 say "ready"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what a run on the H200 machine needs into .devrun/ (git-ignored; carried by the device tool):
-# the built binaries and libHalide.so, xz-compressed (165 MB does not fit a call's 64 MiB; 46 MB does).
+# the built binaries (the generator tests' AOT libraries are linked in) and libHalide.so, xz-compressed (165 MB does not fit a call's 64 MiB; 46 MB does).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -9,6 +9,7 @@ mkdir -p .devrun
 cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_bench
 # GPU tests, and the lessons that run kernels when a GPU is there (they link libHalide, shipped below).
 for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_* \
+         "$build"/test/generator/test_generator_gpu_* "$build"/test/generator/test_generator_aot_extern \
          "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* "$build"/tutorials/lesson_08_*; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" .devrun/ && strip ".devrun/$(basename "$t")"
 done

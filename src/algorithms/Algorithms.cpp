@@ -115,21 +115,19 @@ ImageParam param(const TensorDesc &t) {
     return ImageParam(halide_type(t.dtype), int(t.shape.size()), t.name);
 }
 
-void add_attention(const OperatorSpec &spec, OperatorFuncs &of) {
-    const OperatorInstance shape_only = instantiate(spec, 1, 1);
-    for (const TensorDesc &t : shape_only.inputs) of.inputs.push_back(param(t));
+void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent, OperatorFuncs &of) {
     AttentionInputs in;
-    in.q = of.inputs[0];
-    in.k = of.inputs[1];
-    in.v = of.inputs[2];
+    in.q = inputs[0];
+    in.k = inputs[1];
+    in.v = inputs[2];
     if (spec.attention.mod == ScoreMod::Alibi) {
-        in.slopes = of.inputs[3];
+        in.slopes = inputs[3];
     }
-    in.seq_q = of.inputs[0].dim(1).extent();
-    in.seq_kv = of.inputs[1].dim(1).extent();
-    in.q_heads = of.inputs[0].dim(2).extent();
-    in.kv_heads = of.inputs[1].dim(2).extent();
-    in.head_dim_qk = of.inputs[0].dim(0).extent();
+    in.seq_q = extent(0, 1);
+    in.seq_kv = extent(1, 1);
+    in.q_heads = extent(0, 2);
+    in.kv_heads = extent(1, 2);
+    in.head_dim_qk = extent(0, 0);
     AttentionFuncs f = attention(spec.attention, out_type(spec), in, spec.with_row_stats);
     of.rdoms["kv"] = f.kv;
     of.stages = {{"qk", f.qk}, {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
@@ -143,10 +141,11 @@ void add_attention(const OperatorSpec &spec, OperatorFuncs &of) {
 }
 
 // Softmax, log-sum-exp and cross-entropy share the chain row_max -> row_sum.
-void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
+void add_softmax_family(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent,
+                        OperatorFuncs &of) {
     Var c("c"), r("r");
-    ImageParam x = of.inputs[0];
-    RDom rc(0, x.dim(0).extent(), "rc");
+    Func x = inputs[0];
+    RDom rc(0, extent(0, 0), "rc");
     of.rdoms["rc"] = rc;
     Func row_max("row_max"), row_sum("row_sum");
     row_max(r) = neg_inf();
@@ -164,8 +163,8 @@ void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
         of.stages["lse"] = lse;
         out = lse;
         if (spec.family == Family::CrossEntropy) {
-            ImageParam labels = of.inputs[1];
-            const Expr cols = x.dim(0).extent();
+            Func labels = inputs[1];
+            const Expr cols = extent(0, 0);
             // An out-of-range label is a run-time error, never a clamped, silently wrong loss.
             const Expr label = Halide::require(labels(r) >= 0 && labels(r) < cols, labels(r),
                                                "cross_entropy: label out of range [0, cols):", labels(r));
@@ -178,16 +177,17 @@ void add_softmax_family(const OperatorSpec &spec, OperatorFuncs &of) {
 }
 
 // LayerNorm: mean -> m2 (sum of squared deviations from the final mean); RMSNorm: sum of squares.
-void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
+void add_norm_family(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent,
+                     OperatorFuncs &of) {
     Var c("c"), r("r"), n("n");
-    ImageParam x = of.inputs[0], gamma = of.inputs[1];
-    const Expr cols = x.dim(0).extent();
+    Func x = inputs[0], gamma = inputs[1];
+    const Expr cols = extent(0, 0);
     RDom rc(0, cols, "rc");
     of.rdoms["rc"] = rc;
     const bool layer = spec.family == Family::LayerNorm || spec.family == Family::LayerNormMatmul;
     Func normed("normed");
     if (layer) {
-        ImageParam beta = of.inputs[2];
+        Func beta = inputs[2];
         Func sum_x("sum_x"), mean("mean"), m2("m2"), inv_std("inv_std");
         sum_x(r) = 0.0f;
         sum_x(r) += f32(x(rc, r));
@@ -210,7 +210,7 @@ void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
     if (spec.family == Family::LayerNorm || spec.family == Family::RmsNorm) {
         y(c, r) = cast(halide_type(out_type(spec)), normed(c, r));
     } else {
-        ImageParam w = of.inputs.back();  // w[cols, N] is the Func w(n, c)
+        Func w = inputs.back();  // w[cols, N] is the Func w(n, c)
         Func mm("matmul");
         mm(n, r) = 0.0f;
         mm(n, r) += normed(rc, r) * f32(w(n, rc));
@@ -225,17 +225,17 @@ void add_norm_family(const OperatorSpec &spec, OperatorFuncs &of) {
 // Keys share one stabiliser per (b, h), the maximum over keys and features; each query
 // row has its own, the maximum over features. Both cancel in num / den, so the output
 // equals the unstabilised formula while every exponent stays <= 0.
-void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
+void add_performer(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent, OperatorFuncs &of) {
     (void)spec;
     Var d("d"), e("e"), f("f"), i("i"), j("j"), h("h"), b("b");
-    ImageParam q = of.inputs[0], k = of.inputs[1], v = of.inputs[2], w = of.inputs[3];
-    const Expr dim = q.dim(0).extent(), seq = k.dim(1).extent(), nf = w.dim(1).extent();
+    Func q = inputs[0], k = inputs[1], v = inputs[2], w = inputs[3];
+    const Expr dim = extent(0, 0), seq = extent(1, 1), nf = extent(3, 1);
     const Expr xs = Halide::pow(f32(dim), -0.25f);
     RDom rd(0, dim, "rd"), rf(0, nf, "rf"), rkv(0, seq, "kv");
     of.rdoms["kv"] = rkv;
     of.rdoms["rf"] = rf;
 
-    auto features = [&](ImageParam x, const std::string &tag) {
+    auto features = [&](Func x, const std::string &tag) {
         Func proj(tag + "_proj"), norm(tag + "_norm"), logit(tag + "_logit");
         proj(f, i, h, b) = 0.0f;
         proj(f, i, h, b) += w(rd, f) * f32(x(rd, i, h, b)) * xs;
@@ -275,24 +275,31 @@ void add_performer(const OperatorSpec &spec, OperatorFuncs &of) {
 
 }  // namespace
 
-OperatorFuncs build(const OperatorSpec &spec) {
+OperatorFuncs build_from(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent) {
     OperatorFuncs of;
-    if (spec.family == Family::Attention) {
-        add_attention(spec, of);
-        return of;
-    }
-    for (const TensorDesc &t : instantiate(spec, 1, 1).inputs) of.inputs.push_back(param(t));
+    if (inputs.size() != instantiate(spec, 1, 1).inputs.size())
+        throw std::invalid_argument(spec.name + ": expected " + std::to_string(instantiate(spec, 1, 1).inputs.size()) +
+                                    " inputs, got " + std::to_string(inputs.size()));
     switch (spec.family) {
+    case Family::Attention: add_attention(spec, inputs, extent, of); break;
     case Family::Softmax:
     case Family::LogSumExp:
-    case Family::CrossEntropy: add_softmax_family(spec, of); break;
+    case Family::CrossEntropy: add_softmax_family(spec, inputs, extent, of); break;
     case Family::LayerNorm:
     case Family::LayerNormMatmul:
     case Family::RmsNorm:
-    case Family::RmsNormMatmul: add_norm_family(spec, of); break;
-    case Family::Performer: add_performer(spec, of); break;
-    case Family::Attention: break;
+    case Family::RmsNormMatmul: add_norm_family(spec, inputs, extent, of); break;
+    case Family::Performer: add_performer(spec, inputs, extent, of); break;
     }
+    return of;
+}
+
+OperatorFuncs build(const OperatorSpec &spec) {
+    std::vector<ImageParam> params;
+    for (const TensorDesc &t : instantiate(spec, 1, 1).inputs) params.push_back(param(t));
+    OperatorFuncs of = build_from(spec, std::vector<Func>(params.begin(), params.end()),
+                                  [&](size_t i, int d) { return params[i].dim(d).extent(); });
+    of.inputs = params;
     return of;
 }
 

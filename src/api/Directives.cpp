@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 
+#include "api/FusedGroups.h"
 #include "frontend/CpuForm.h"
 #include "frontend/FusedPlan.h"
 #include "neptune/Error.h"
@@ -78,22 +79,32 @@ FusedReduction fuse_reduction(const std::vector<Halide::Func> &targets, const Ha
     return record(std::move(req));
 }
 
-std::vector<Halide::Func> lower_to_cpu(const std::vector<Halide::Func> &outputs) {
+namespace internal {
+
+std::vector<FusedGroup> claim_fused_groups(const std::vector<Halide::Func> &outputs) {
     std::set<std::string> reach;
     for (const Halide::Func &o : outputs) {
         reach.insert(o.name());
         for (auto &[n, fn] : Halide::Internal::find_transitive_calls(o.function())) reach.insert(n);
     }
-    std::vector<Halide::Func> result = outputs;
+    std::vector<FusedGroup> groups;
     std::lock_guard<std::mutex> lock(registry_mutex);
     for (auto &s : registry()) {
         if (s->lowered || s->plan.stages.empty()) continue;
         bool used = false;
         for (const internal::FusedStage &st : s->plan.stages) used = used || reach.count(st.name) > 0;
         if (!used) continue;
-        result = internal::apply_cpu_form(s->plan, result);
+        groups.push_back({s->request, s->plan});
         s->lowered = true;
     }
+    return groups;
+}
+
+}  // namespace internal
+
+std::vector<Halide::Func> lower_to_cpu(const std::vector<Halide::Func> &outputs) {
+    std::vector<Halide::Func> result = outputs;
+    for (const internal::FusedGroup &g : internal::claim_fused_groups(outputs)) result = internal::apply_cpu_form(g.plan, result);
     return result;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/SplitChunks.h"
 #include "lower/BuildTileProgram.h"
 #include "lower/DeferScoreScale.h"
 #include "lower/HoistRowInvariants.h"
@@ -73,12 +74,8 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     return o;
 }
 
-// PERFORMANCE.md §6.2, simplified: about two blocks per SM, whole tiles per chunk.
-int choose_split_chunks(int64_t blocks, int64_t tiles, int sms) {
-    if (blocks >= sms) return int(std::min<int64_t>(tiles, blocks >= 2 * sms ? 1 : 2));
-    const int64_t want = (2 * int64_t(sms) + blocks - 1) / blocks;
-    return int(std::max<int64_t>(1, std::min<int64_t>({want, tiles, 64})));
-}
+// The heuristic lives with the Halide-free core: AOT launchers pick chunks at run time with it too.
+int choose_split_chunks(int64_t blocks, int64_t tiles, int sms) { return split_k_chunks(blocks, tiles, sms); }
 
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
     PassLog log;

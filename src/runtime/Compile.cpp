@@ -246,6 +246,25 @@ CompiledModule nvrtc_compile(const std::string &source, const std::string &progr
     return out;
 }
 
+namespace {
+
+/** Runs nvcc (argv ends with "-o" `image` and the source) in `dir`; the image and nvcc's output, or
+ * CompileFailure starting with `failure`. */
+CompiledModule run_nvcc(const std::vector<std::string> &argv, const TempDir &dir, const std::string &name,
+                        const std::string &source, const fs::path &image, const std::string &failure) {
+    const int status = run_process(argv, dir.path / "nvcc.log");
+    CompiledModule out;
+    out.log = read_file(dir.path / "nvcc.log");
+    dump(name, source, "", out.log);
+    if (status != 0)
+        throw CompileFailure(failure + " (exit " + std::to_string(status) + "): " + command_line(argv) + "\n" + out.log);
+    const std::string bytes = read_file(image);
+    out.cubin.assign(bytes.begin(), bytes.end());
+    return out;
+}
+
+}  // namespace
+
 CompiledModule nvcc_compile(const std::string &source, const std::string &name, const std::string &arch,
                             const std::vector<std::string> &include_dirs) {
     const std::string digits = arch_digits(arch, "nvcc_compile");
@@ -260,17 +279,31 @@ CompiledModule nvcc_compile(const std::string &source, const std::string &name, 
                                      "-gencode=arch=compute_" + digits + ",code=sm_" + digits, "-Xptxas", "-v"};
     for (const std::string &d : include_dirs) argv.push_back("-I" + d);
     argv.insert(argv.end(), {"-o", cubin.string(), cu.string()});
-    const int status = run_process(argv, dir.path / "nvcc.log");
+    return run_nvcc(argv, dir, name, source, cubin, "nvcc_compile: '" + name + "' does not compile for sm_" + digits);
+}
 
-    CompiledModule out;
-    out.log = read_file(dir.path / "nvcc.log");
-    dump(name, source, "", out.log);
-    if (status != 0)
-        throw CompileFailure("nvcc_compile: '" + name + "' does not compile for sm_" + digits + " (exit " +
-                             std::to_string(status) + "): " + command_line(argv) + "\n" + out.log);
-    const std::string image = read_file(cubin);
-    out.cubin.assign(image.begin(), image.end());
-    return out;
+CompiledModule nvcc_fatbin(const std::string &source, const std::string &name, const std::vector<std::string> &codes,
+                           const std::vector<std::pair<std::string, std::string>> &headers) {
+    const std::string nvcc = toolkit_file("bin/nvcc");
+    if (nvcc.empty()) throw CompileFailure("nvcc_fatbin: no nvcc in $CUDA_PATH/bin or /usr/local/cuda/bin; set CUDA_PATH");
+    if (codes.empty()) throw CompileFailure("nvcc_fatbin: no target codes for '" + name + "'");
+    TempDir dir;
+    const std::string stem = file_stem(name);
+    const fs::path cu = dir.path / (stem + ".cu"), fatbin = dir.path / (stem + ".fatbin");
+    write_file(cu, source.data(), source.size());
+    for (const auto &[header, contents] : headers) {
+        const fs::path path = dir.path / "include" / header;
+        fs::create_directories(path.parent_path());
+        write_file(path, contents.data(), contents.size());
+    }
+    std::vector<std::string> argv = {nvcc, "-fatbin", "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + (dir.path / "include").string()};
+    for (const std::string &code : codes) {
+        const bool ptx = code.rfind("compute_", 0) == 0;
+        const std::string digits = arch_digits(code, "nvcc_fatbin");
+        argv.push_back("-gencode=arch=compute_" + digits + ",code=" + (ptx ? "compute_" : "sm_") + digits);
+    }
+    argv.insert(argv.end(), {"-o", fatbin.string(), cu.string()});
+    return run_nvcc(argv, dir, name, source, fatbin, "nvcc_fatbin: '" + name + "' does not compile");
 }
 
 ResourceUsage parse_ptxas_report(const std::string &log, const std::string &kernel_name) {

@@ -60,6 +60,14 @@ CompiledModule nvrtc_compile(const std::string &source, const std::string &progr
 CompiledModule nvcc_compile(const std::string &source, const std::string &name, const std::string &arch,
                             const std::vector<std::string> &include_dirs = {});
 
+/** Compiles `source` with nvcc into one fat binary holding an image per entry of `codes`: sm_XX (or
+ * sm_90a) for a cubin, compute_XX for PTX the driver JIT-compiles on newer GPUs. `headers` are
+ * (name, contents) pairs written beside the source, as NVRTC's in-memory headers are. -O3 -std=c++17
+ * -Xptxas -v: `log` holds ptxas's resource report of every cubin. The image is in `cubin` (a fatbin
+ * loads through neptune_module_load like a cubin). Throws CompileFailure with nvcc's output. */
+CompiledModule nvcc_fatbin(const std::string &source, const std::string &name, const std::vector<std::string> &codes,
+                           const std::vector<std::pair<std::string, std::string>> &headers = {});
+
 /** One kernel's resources as ptxas -v reports them; -1 where the report does not say. */
 struct ResourceUsage {
     int registers = -1;

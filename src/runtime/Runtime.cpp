@@ -47,7 +47,8 @@
     X(cuEventSynchronize)                                                                         \
     X(cuEventElapsedTime)                                                                         \
     X(cuEventDestroy)                                                                             \
-    X(cuTensorMapEncodeTiled)
+    X(cuTensorMapEncodeTiled)                                                                     \
+    X(cuPointerGetAttribute)
 
 // Two levels, so that the argument is macro-expanded (to its versioned name) before stringizing.
 #define NEPTUNE_STRINGIZE(x) NEPTUNE_STRINGIZE_EXPANDED(x)
@@ -246,6 +247,26 @@ int neptune_init(void) {
 }
 
 int neptune_cuda_available(void) { return neptune_init() == NEPTUNE_OK ? 1 : 0; }
+
+int neptune_get_context(void **context) {
+    if (!context) return invalid("neptune_get_context: context is NULL");
+    *context = nullptr;
+    if (int rc = neptune_init()) return rc;
+    *context = state().context;
+    return NEPTUNE_OK;
+}
+
+int neptune_check_device_pointer(const void *dptr) {
+    if (!dptr) return invalid("neptune_check_device_pointer: the pointer is NULL");
+    if (int rc = neptune_init()) return rc;
+    CUcontext owner = nullptr;
+    if (CUresult r = state().cu.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, device_ptr(dptr)))
+        return invalid(cuda_message("cuPointerGetAttribute", r, "CONTEXT") + ": not CUDA device memory");
+    if (owner != state().context)
+        return invalid("device memory at " + std::to_string(reinterpret_cast<uintptr_t>(dptr)) +
+                       " belongs to another CUDA context than Neptune's (a runtime that made its own context)");
+    return NEPTUNE_OK;
+}
 
 int neptune_get_device_info(neptune_device_info *info) {
     if (!info) return invalid("neptune_get_device_info: info is NULL");

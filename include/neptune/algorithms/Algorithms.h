@@ -9,6 +9,7 @@
  * Halide's dimension order is innermost first: a row-major tensor
  * Q[B, H, S, D] is the Func q(d, s, h, b). Inputs are f16 or bf16 and every
  * reduction accumulates in f32. */
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -70,6 +71,14 @@ struct OperatorFuncs {
 
 /** Builds the algorithm of `spec`; extents are run-time (taken from the input buffers). */
 OperatorFuncs build(const OperatorSpec &spec);
+
+/** The extent of dimension `dim` (innermost first) of input `input`. */
+using ExtentOf = std::function<Halide::Expr(size_t input, int dim)>;
+
+/** The algorithm of `spec` over Funcs (e.g. a Generator's Input<Buffer<>>s), in the order of
+ * instantiate(spec).inputs, with their extents; `inputs` of the result stays empty. Throws
+ * std::invalid_argument for a wrong number of inputs. */
+OperatorFuncs build_from(const OperatorSpec &spec, const std::vector<Halide::Func> &inputs, const ExtentOf &extent);
 
 }  // namespace neptune::algorithms
 

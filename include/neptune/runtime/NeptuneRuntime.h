@@ -34,6 +34,14 @@ int neptune_init(void);
 /** 1 if neptune_init() succeeds (so a device exists), else 0 (neptune_last_error() then says why). Never prints. */
 int neptune_cuda_available(void);
 
+/** The CUcontext Neptune launches in (after neptune_init()), for runtimes that must share it, such
+ * as Halide's CUDA runtime (see NeptuneHalide.h). */
+int neptune_get_context(void **context);
+
+/** NEPTUNE_OK if `dptr` is device memory of Neptune's context; NEPTUNE_ERROR_INVALID_ARGUMENT with a
+ * message if it is not device memory, or belongs to another context (another runtime's own context). */
+int neptune_check_device_pointer(const void *dptr);
+
 /** The device of Neptune's context. */
 typedef struct neptune_device_info {
     char name[256];

@@ -1,0 +1,162 @@
+// Attention as Halide Generators: prefill (rolling update, FlashAttention-like) and decode (split-K
+// update, FlashDecoding-like). backend=gpu compiles the fused group into Neptune's kernels, an extern
+// stage of the pipeline; backend=host compiles its fused CPU form. Inputs are the suite's tensors
+// (OPERATORS.md §1): q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] with ALiBi; output
+// out [B, Hq, Sq, Dv]. Batch, heads and sequence lengths are run-time extents; the head dims are
+// compile-time (the kernels are specialised for them).
+#include "GeneratorSupport.h"
+#include "neptune/Compile.h"
+#include "neptune/Directives.h"
+#include "neptune/Error.h"
+#include "neptune/algorithms/Algorithms.h"
+#include "neptune/algorithms/Schedules.h"
+
+namespace neptune::generators {
+
+namespace {
+
+const std::map<std::string, Mask> mask_names = {{"none", Mask::None}, {"causal", Mask::Causal}, {"window", Mask::Window}};
+const std::map<std::string, ScoreMod> mod_names = {{"none", ScoreMod::None}, {"alibi", ScoreMod::Alibi},
+                                                   {"softcap", ScoreMod::Softcap}};
+
+/** What prefill and decode share: parameters, signature, the algorithm, and the two backends. */
+template <typename G>
+class AttentionGenerator : public NeptuneGenerator<G> {
+public:
+    using NeptuneGenerator<G>::backend;
+    using NeptuneGenerator<G>::dtype;
+    using NeptuneGenerator<G>::sig_;
+    template <typename T>
+    using GeneratorParam = Halide::GeneratorParam<T>;
+
+    GeneratorParam<Mask> mask{"mask", Mask::Causal, mask_names};
+    GeneratorParam<int> window{"window", 4096};  // keys a query sees with mask=window, itself included
+    GeneratorParam<ScoreMod> score_mod{"score_mod", ScoreMod::None, mod_names};
+    GeneratorParam<float> softcap{"softcap", 50.0f};
+    /** Query heads per KV head: 0 any (prefill); decode kernels are compiled for it (default 1). */
+    GeneratorParam<int> group{"group", 0};
+    GeneratorParam<int> head_dim{"head_dim", 128};
+    GeneratorParam<int> head_dim_v{"head_dim_v", 0};  // 0: head_dim
+    // Tile parameters: keys per tile (the directive's tile), warps per block, pipelined copies, the
+    // register cap's blocks per SM (0 none, -1 the GPU family's default).
+    GeneratorParam<int> tile{"tile", 0};
+    GeneratorParam<int> warps{"warps", 0};
+    GeneratorParam<int> stages{"stages", 0};
+    GeneratorParam<int> min_blocks{"min_blocks", -1};
+
+    void configure() { sig_ = declare_signature(*this, spec()); }
+
+    OperatorSpec spec() {
+        OperatorSpec s;
+        s.name = this->name();
+        s.family = Family::Attention;
+        s.dtype = element_type(dtype, this->name());
+        AttentionSpec &a = s.attention;
+        a.decode = G::decode;
+        a.mask = mask;
+        a.window = window;
+        a.mod = score_mod;
+        a.softcap = softcap;
+        a.head_dim_qk = head_dim;
+        a.head_dim_v = head_dim_v > 0 ? int(head_dim_v) : int(head_dim);
+        a.q_heads = std::max(int(group), 1);  // shapes only: run-time extents decide
+        a.kv_heads = 1;
+        return s;
+    }
+
+    /** The algorithm over `q` (the input, or a Func computed from it) and the other inputs. */
+    algorithms::OperatorFuncs algorithm(const OperatorSpec &s, Halide::Func q) {
+        std::vector<Halide::Func> in = input_funcs(sig_);
+        in[0] = q;
+        return algorithms::build_from(s, in, [&](size_t i, int d) { return input_extent(sig_, i, d); });
+    }
+
+    /** The Neptune schedule: the directive, then the group's backend. The extern stage replaces the
+     * output Func, which Halide allows only while outputs are defined, so this runs in generate();
+     * the Halide schedules of the other stages are in schedule(). */
+    void fuse_and_lower(const OperatorSpec &s, algorithms::OperatorFuncs &f, int chunks) {
+        algorithms::FusionChoice choice;
+        choice.variant = G::decode ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
+        choice.tile = tile > 0 ? int(tile) : (G::decode ? 32 : 64);
+        choice.chunks = chunks > 0 ? chunks : 4;  // the CPU form's chunks; the GPU picks its own at run time
+        algorithms::fuse_operator(s, f, choice);
+        if (backend == Backend::Host) {
+            output_ = lower_to_cpu(f.outputs)[0];
+        } else {
+            this->require_cuda();
+            ExternOptions o;
+            o.head_dim_qk = s.attention.head_dim_qk;
+            o.head_dim_v = s.attention.head_dim_v;
+            o.group = G::decode ? std::max(int(group), 1) : int(group);
+            o.warps = warps;
+            o.stages = stages;
+            o.min_blocks = min_blocks;
+            o.chunks = chunks;
+            o.user_context = this->get_target().has_feature(Halide::Target::UserContext);
+            output_ = extern_stages(f.outputs, o)[0];
+        }
+        *sig_.outputs[0] = output_;
+    }
+
+    void schedule_output() {
+        if (backend == Backend::Host) schedule_host(output_);
+    }
+
+protected:
+    Halide::Func output_;
+};
+
+class PrefillAttention : public AttentionGenerator<PrefillAttention> {
+public:
+    static constexpr bool decode = false;
+    /** Non-zero: q is first scaled by this factor in a Halide stage of its own (on the GPU with
+     * backend=gpu), and the score scale divided by it: a pipeline mixing a Halide CUDA stage with
+     * Neptune's extern stage. A power of two leaves the result unchanged. */
+    GeneratorParam<float> q_scale{"q_scale", 0.0f};
+
+    void generate() {
+        OperatorSpec s = spec();
+        Halide::Func q = *sig_.inputs[0];
+        if (q_scale != 0.0f) {
+            Halide::Var d("d"), i("i"), h("h"), b("b");
+            q_scaled_ = Halide::Func("q_scaled");
+            q_scaled_(d, i, h, b) = Halide::cast(q.type(), Halide::cast<float>(q(d, i, h, b)) * float(q_scale));
+            // A stage of its own (the group reads it as an input): decided before the group is lowered.
+            q_scaled_.compute_root();
+            q = q_scaled_;
+            s.attention.scale = s.attention.score_scale() / double(q_scale);
+        }
+        algorithms::OperatorFuncs f = algorithm(s, q);
+        fuse_and_lower(s, f, 0);
+    }
+
+    void schedule() {
+        if (q_scaled_.defined() && backend == Backend::Gpu) schedule_gpu_pointwise(q_scaled_);
+        schedule_output();
+    }
+
+private:
+    Halide::Func q_scaled_;
+};
+
+class DecodeAttention : public AttentionGenerator<DecodeAttention> {
+public:
+    static constexpr bool decode = true;
+    /** Split-K chunks: 0 chosen at run time from the SM count and the shape (backend=gpu). */
+    GeneratorParam<int> chunks{"chunks", 0};
+
+    void generate() {
+        const OperatorSpec s = spec();
+        algorithms::OperatorFuncs f = algorithm(s, *sig_.inputs[0]);
+        fuse_and_lower(s, f, chunks);
+    }
+
+    void schedule() { schedule_output(); }
+};
+
+}  // namespace
+
+}  // namespace neptune::generators
+
+HALIDE_REGISTER_GENERATOR(neptune::generators::PrefillAttention, prefill_attention)
+HALIDE_REGISTER_GENERATOR(neptune::generators::DecodeAttention, decode_attention)

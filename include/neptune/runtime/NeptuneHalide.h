@@ -1,0 +1,62 @@
+#ifndef NEPTUNE_RUNTIME_NEPTUNE_HALIDE_H
+#define NEPTUNE_RUNTIME_NEPTUNE_HALIDE_H
+/** \file
+ * Neptune's kernels inside Halide pipelines, at run time (libHalide-free: only Halide's runtime
+ * headers). A fused reduction group becomes an extern stage of the pipeline (neptune/Compile.h);
+ * its calls land in this library (neptune_halide_interop), which answers Halide's bounds queries,
+ * validates the buffers, and launches the group's kernels on the buffers' device memory.
+ *
+ * One context. Halide's CUDA runtime makes its own context by default; Neptune launches in the
+ * device's primary context. So that device buffers cross between the two without copies:
+ *  - AOT: this library defines halide_cuda_acquire_context, halide_cuda_release_context and
+ *    halide_cuda_get_stream, which override the Halide runtime's weak definitions whenever an AOT
+ *    library with a Neptune stage is linked (the same object holds the extern entry points). A
+ *    program whose only Halide CUDA pipelines have no Neptune stage can pull them in with
+ *    `-Wl,-u,neptune_halide_acquire_context`.
+ *  - JIT: neptune::compile_gpu installs the functions below as the pipeline's JIT handlers
+ *    (neptune::share_cuda_context does so for any Halide::Pipeline).
+ * Both run kernels on the legacy default stream of that context, so Halide's stages and Neptune's
+ * are ordered without events. */
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct halide_buffer_t;
+
+/** Neptune's context for Halide (neptune_init() first); an error is reported with halide_error. */
+int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool create);
+int neptune_halide_release_context(void *user_context);
+/** The stream Halide's kernels and copies use: the legacy default stream, as Neptune's launches. */
+int neptune_halide_get_stream(void *user_context, void *cuda_context, void **stream);
+
+/** One call of an extern stage, after the stage has filled the bounds of query buffers. */
+typedef struct neptune_halide_trace_event {
+    const char *stage;       /* the fused group's output Func */
+    int bounds_query;        /* 1: a bounds query (no work done), 0: a run */
+    int result;              /* what the stage returns to Halide: 0 or a halide_error_code_t */
+    int num_buffers;         /* inputs, then outputs, as the stage's descriptor lists them */
+    struct halide_buffer_t *const *buffers;
+    const char *const *buffer_names;
+    const int32_t *scalars;  /* the problem's extents (batch, heads, sequences) ... */
+    const char *const *scalar_names;
+    int num_scalars;
+    const char *kernel_set;  /* runs: the set launched, e.g. "sm_80 (sm_80,compute_90)"; queries: "" */
+} neptune_halide_trace_event;
+
+typedef void (*neptune_halide_trace_fn)(const neptune_halide_trace_event *event);
+/** Calls `fn` for every extern-stage call from now on (NULL: stop); returns the previous one. For
+ * tests and debugging: it runs inside the pipeline, on the pipeline's thread. */
+neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn);
+
+/** How a JIT stage reports an error into the pipeline's user context (installed by compile_gpu). */
+typedef void (*neptune_halide_error_fn)(void *user_context, const char *message);
+void neptune_halide_set_jit_error_reporter(neptune_halide_error_fn fn);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif

@@ -1,0 +1,34 @@
+#ifndef NEPTUNE_EXTERN_BUILD_EXTERN_STAGE_H
+#define NEPTUNE_EXTERN_BUILD_EXTERN_STAGE_H
+/** \file
+ * One fused group as an extern stage: the group cut out of the pipeline (IsolateGroup.h), lowered
+ * to a tile program once per GPU family, emitted and compiled (nvcc fatbins for AOT, an NVRTC cubin
+ * for JIT), described for the run-time launcher (interop/Descriptor.h) and handed to Halide with
+ * define_extern. The stage's contract with the launcher, for attention-shaped groups:
+ *   buffers  q [dqk, seq_q, q_heads, batch], k [dqk, seq_kv, kv_heads, batch], v [dv, ...],
+ *            f32 extras [q_heads] (ALiBi slopes), then the output [dv, seq_q, q_heads, batch]
+ *            (innermost first, dense, min 0; the dims of lower/BuildTileProgram's tensors);
+ *   scalars  the kernels' int parameters but "chunks", as int32 Exprs of the pipeline;
+ *   bounds   the output is bound() to its whole extent, so intermediate realizations are whole. */
+#include "Halide.h"
+#include "api/FusedGroups.h"
+#include "neptune/Compile.h"
+
+namespace neptune::internal {
+
+/** The device library's headers as (name, contents), embedded at build time (DeviceHeaders.cpp):
+ * nvcc and NVRTC compile emitted kernels without the source tree. */
+const std::vector<std::pair<std::string, std::string>> &device_headers();
+
+struct BuiltExternStage {
+    Halide::Func func;
+    ExternStageInfo info;
+};
+
+/** Throws CompileError naming the directive for groups the tile backend cannot lower, missing
+ * head dims, unknown extents, or more buffers than an entry point takes. */
+BuiltExternStage build_extern_stage(const FusedGroup &group, const Halide::Func &output, const ExternOptions &options);
+
+}  // namespace neptune::internal
+
+#endif

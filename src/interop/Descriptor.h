@@ -1,0 +1,115 @@
+#ifndef NEPTUNE_INTEROP_DESCRIPTOR_H
+#define NEPTUNE_INTEROP_DESCRIPTOR_H
+/** \file
+ * What a Neptune extern stage carries into a Halide pipeline: the kernels of one fused group, per GPU
+ * family, with everything the launcher needs at run time and nothing that needs libHalide: buffer
+ * shapes and launch shapes as small integer expressions over the extern stage's scalar arguments.
+ *
+ * The compiler (src/extern/) writes a GroupDescriptor as JSON text, images in base64, and hands it to
+ * Halide as a string constant argument of the extern call, so an AOT library holds its kernels in
+ * Halide's own object and a JIT pipeline in its own module; the launcher (ExternStage.cpp) parses it
+ * once per pipeline and caches the loaded module.
+ *
+ * Integer expressions are prefix forms: an integer, a name, or "(op a b ...)" with op one of
+ * + - * / % min max == != < <= && || ! and "?" (select: (? c a b)). Division and modulo are
+ * Euclidean, as Halide's (x / 0 = 0, x % 0 = 0). */
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace neptune::interop {
+
+/** A parsed integer expression. */
+class IntExpr {
+public:
+    IntExpr() = default;
+    /** Throws std::invalid_argument naming the expression when it does not parse. */
+    static IntExpr parse(const std::string &text);
+    /** Throws std::invalid_argument for a name missing from `vars`. */
+    int64_t eval(const std::map<std::string, int64_t> &vars) const;
+    const std::string &text() const { return text_; }
+    struct Node;  // defined with the parser
+
+private:
+    std::shared_ptr<const Node> root_;
+    std::string text_;
+};
+
+/** One buffer argument of the extern stage. `dims` are the extents, innermost first (Halide's order);
+ * every dimension has min 0 and the buffer is dense (stride 1, then products of extents). */
+struct TensorSpec {
+    std::string name;
+    bool output = false;
+    int type_code = 2;  // halide_type_code_t: 0 int, 1 uint, 2 float, 4 bfloat
+    int bits = 16;
+    std::vector<std::string> dims;
+};
+
+/** A TMA descriptor the launcher encodes per call: boxes of box_rows x 64 elements of a tensor
+ * viewed as planes of rows x cols (dims: cols, rows, planes), 128-byte swizzle. */
+struct TensorMapSpec {
+    std::string tensor;
+    std::string dims[3];
+    int box_rows = 0;
+};
+
+struct KernelSpec {
+    std::string name;
+    std::string grid[3];
+    int threads = 128;
+    int shared_bytes = 0;
+    std::vector<std::string> tensors;  // kernel pointer arguments: buffer or workspace names, in order
+    std::vector<std::string> ints;     // its int arguments (after the TMA descriptors): scalar or derived names
+    std::vector<TensorMapSpec> maps = {};  // its TMA descriptors, passed by value after the pointers
+};
+
+/** f32 scratch shared by the kernels of a set (split-K partial states). */
+struct WorkspaceSpec {
+    std::string name;
+    std::string elements;
+};
+
+/** The kernels of one GPU family: an image (cubin, fatbin or PTX) the driver loads and the launches.
+ * A set serves devices with compute capability (major * 10 + minor) in [min_cc, max_cc]. */
+struct KernelSet {
+    std::string arch;   // "sm_80", "sm_90a": the lowering's family, for messages
+    std::string codes;  // what the image holds, e.g. "sm_80,compute_90"
+    int min_cc = 0, max_cc = 1000;
+    std::string image;  // raw bytes
+    std::vector<KernelSpec> kernels;
+    std::vector<WorkspaceSpec> workspaces;
+};
+
+/** A condition the scalars must meet, and the message when they do not. */
+struct Constraint {
+    std::string expr, message;
+};
+
+struct GroupDescriptor {
+    std::string id;     // a content hash: identifies the blob in the launcher's cache
+    std::string name;   // the fused group's output, for messages
+    bool jit = false;   // errors go through a JIT user context rather than halide_error
+    std::vector<std::string> scalars;  // the extern's int32 scalar arguments, in order
+    std::vector<TensorSpec> buffers;   // the extern's buffer arguments, in order: inputs, then outputs
+    std::vector<Constraint> constraints;
+    /** Split-K chunks: 0 none; > 0 fixed; -1 chosen at run time from the SM count with split_blocks
+     * blocks over split_tiles KV tiles (core/SplitChunks.h). The kernels read it as "chunks". */
+    int chunks = 0;
+    std::string split_blocks, split_tiles;
+    std::vector<KernelSet> sets;  // tried in order: the first whose capability range holds the device
+};
+
+/** JSON text with base64 images; `id` is filled with a hash of the rest. */
+std::string write_descriptor(const GroupDescriptor &d);
+/** Throws std::invalid_argument with what is wrong. */
+GroupDescriptor read_descriptor(const std::string &text);
+
+std::string base64_encode(const std::string &bytes);
+/** Throws std::invalid_argument on a character outside the alphabet. */
+std::string base64_decode(const std::string &text);
+
+}  // namespace neptune::interop
+
+#endif

@@ -1,0 +1,472 @@
+// The run-time side of a Neptune extern stage in a Halide pipeline (interop/ExternEntry.h): bounds
+// queries, buffer validation, kernel-set choice, launches; plus the overrides that put Halide's CUDA
+// runtime on Neptune's context (NeptuneHalide.h). The overrides live in this object on purpose:
+// linking any entry point links them too.
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/SplitChunks.h"
+#include "interop/Descriptor.h"
+#include "interop/ExternEntry.h"
+#include "neptune/runtime/NeptuneHalide.h"
+#include "neptune/runtime/NeptuneRuntime.h"
+
+// Defined by Halide's runtime in AOT programs; absent in JIT processes (libHalide exports no runtime
+// symbols), where errors go through the JIT reporter instead.
+#pragma weak halide_error
+
+namespace neptune::interop {
+
+namespace {
+
+/** A descriptor, parsed once, and the device state of its kernels (loaded on the first run). */
+struct Group {
+    GroupDescriptor desc;
+    std::string prefix;  // the blob's leading bytes, up to and including its id
+    std::vector<std::vector<IntExpr>> dims;
+    std::vector<IntExpr> constraints;
+    IntExpr split_blocks, split_tiles;
+
+    std::mutex lock;  // held for a whole run: the workspaces are shared
+    bool loaded = false;
+    int load_code = 0;
+    std::string load_error;
+    int set = -1;  // chosen kernel set
+    int sm_count = 0;
+    neptune_module *module = nullptr;
+    std::vector<neptune_function *> functions;
+    std::vector<std::array<IntExpr, 3>> grids;
+    std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
+    std::vector<IntExpr> workspace_elements;
+    std::map<std::string, std::pair<void *, size_t>> workspaces;  // name -> (device memory, bytes)
+};
+
+std::mutex cache_lock;
+std::unordered_map<const char *, std::shared_ptr<Group>> cache;
+std::vector<std::shared_ptr<Group>> replaced;  // kept alive: another thread may still run them
+
+std::atomic<neptune_halide_trace_fn> trace_fn{nullptr};
+std::atomic<neptune_halide_error_fn> jit_reporter{nullptr};
+
+std::string type_name(int code, int bits) {
+    const char *c = code == halide_type_int ? "i" : code == halide_type_uint ? "u" : code == halide_type_float ? "f" : "bf";
+    return c + std::to_string(bits);
+}
+
+std::string dims_text(const TensorSpec &t) {
+    std::string s = "[";
+    for (size_t k = 0; k < t.dims.size(); k++) s += (k ? ", " : "") + t.dims[k];
+    return s + "]";
+}
+
+int report(void *user_context, const std::string &stage, bool jit, int code, const std::string &message) {
+    const std::string text = (stage.empty() ? std::string("Neptune: ") : "Neptune extern stage " + stage + ": ") + message;
+    const neptune_halide_error_fn jit_report = jit_reporter.load();
+    if (jit && jit_report) {
+        jit_report(user_context, text.c_str());
+    } else if (&halide_error) {
+        halide_error(user_context, text.c_str());
+    } else {
+        std::fprintf(stderr, "%s\n", text.c_str());
+    }
+    return code;
+}
+
+/** Parses the blob on first sight; a different blob at a reused address is parsed anew. */
+std::shared_ptr<Group> find_group(const char *blob, std::string &error) {
+    std::lock_guard<std::mutex> hold(cache_lock);
+    auto it = cache.find(blob);
+    if (it != cache.end() && std::strncmp(blob, it->second->prefix.c_str(), it->second->prefix.size()) == 0)
+        return it->second;
+    auto g = std::make_shared<Group>();
+    try {
+        g->desc = read_descriptor(blob);
+        const char *end = std::strchr(blob, ',');
+        g->prefix = end ? std::string(blob, end) : std::string(blob);
+        for (const TensorSpec &t : g->desc.buffers) {
+            std::vector<IntExpr> d;
+            for (const std::string &e : t.dims) d.push_back(IntExpr::parse(e));
+            g->dims.push_back(d);
+        }
+        for (const Constraint &c : g->desc.constraints) g->constraints.push_back(IntExpr::parse(c.expr));
+        if (g->desc.chunks < 0) {
+            g->split_blocks = IntExpr::parse(g->desc.split_blocks);
+            g->split_tiles = IntExpr::parse(g->desc.split_tiles);
+        }
+    } catch (const std::exception &e) {
+        error = std::string("unreadable descriptor (was the library built by another Neptune?): ") + e.what();
+        return nullptr;
+    }
+    if (it != cache.end()) replaced.push_back(it->second);
+    cache[blob] = g;
+    return g;
+}
+
+std::string scalar_values(const GroupDescriptor &d, const std::map<std::string, int64_t> &v) {
+    std::string s;
+    for (const std::string &n : d.scalars) s += (s.empty() ? "" : ", ") + n + " = " + std::to_string(v.at(n));
+    return s;
+}
+
+/** Checks a buffer that holds data (or an output's region) against its spec; 0 or an error code. */
+int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const std::vector<int64_t> &extents,
+             const std::map<std::string, int64_t> &vars) {
+    const TensorSpec &t = g.desc.buffers[i];
+    const std::string what = (t.output ? "output buffer " : "buffer ") + t.name;
+    auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, what + " " + m); };
+    if (b->dimensions != int(t.dims.size()))
+        return fail(halide_error_code_bad_dimensions, "has " + std::to_string(b->dimensions) + " dimensions, expected " +
+                                                          std::to_string(t.dims.size()) + " " + dims_text(t));
+    if (b->type.code != t.type_code || b->type.bits != t.bits || b->type.lanes != 1)
+        return fail(halide_error_code_bad_type, "has type " + type_name(b->type.code, b->type.bits) + ", expected " +
+                                                    type_name(t.type_code, t.bits));
+    int64_t stride = 1;
+    for (size_t k = 0; k < t.dims.size(); k++) {
+        const halide_dimension_t &d = b->dim[k];
+        if (d.min != 0 || d.extent != extents[k]) {
+            std::string m = "covers [" + std::to_string(d.min) + ", " + std::to_string(int64_t(d.min) + d.extent) +
+                            ") in dimension " + std::to_string(k) + " (" + t.dims[k] + "), expected [0, " +
+                            std::to_string(extents[k]) + ")";
+            m += t.output ? ": Neptune's kernels write whole outputs" : " from the extents " +
+                                                                           scalar_values(g.desc, vars);
+            return fail(halide_error_code_constraint_violated, m);
+        }
+        // Strides matter only for data: a query's output region has none.
+        if (!b->is_bounds_query() && extents[k] > 1 && d.stride != stride)
+            return fail(halide_error_code_constraint_violated,
+                        "has stride " + std::to_string(d.stride) + " in dimension " + std::to_string(k) + ", expected " +
+                            std::to_string(stride) + ": Neptune's kernels read and write dense tensors");
+        stride *= extents[k];
+    }
+    return 0;
+}
+
+/** Loads the module of the kernel set that fits the device; remembers a failure for later calls. */
+int load(void *uc, Group &g) {
+    if (g.loaded) return g.load_code ? report(uc, g.desc.name, g.desc.jit, g.load_code, g.load_error) : 0;
+    g.loaded = true;
+    auto fail = [&](int code, const std::string &m) {
+        g.load_code = code;
+        g.load_error = m;
+        return report(uc, g.desc.name, g.desc.jit, code, m);
+    };
+    neptune_device_info info{};
+    if (neptune_get_device_info(&info) != NEPTUNE_OK) return fail(halide_error_code_gpu_device_error, neptune_last_error());
+    g.sm_count = info.sm_count;
+    const int cc = info.cc_major * 10 + info.cc_minor;
+    for (size_t s = 0; s < g.desc.sets.size() && g.set < 0; s++)
+        if (cc >= g.desc.sets[s].min_cc && cc <= g.desc.sets[s].max_cc) g.set = int(s);
+    if (g.set < 0) {
+        std::string have;
+        for (const KernelSet &s : g.desc.sets) have += (have.empty() ? "" : ", ") + s.codes;
+        return fail(halide_error_code_gpu_device_error, std::string("no kernels for ") + info.name + " (compute capability " +
+                                                            std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) +
+                                                            "); the library holds " + have);
+    }
+    const KernelSet &set = g.desc.sets[size_t(g.set)];
+    if (neptune_module_load(set.image.data(), &g.module) != NEPTUNE_OK)
+        return fail(halide_error_code_gpu_device_error, "loading the " + set.codes + " kernels: " + neptune_last_error());
+    for (const KernelSpec &k : set.kernels) {
+        neptune_function *f = nullptr;
+        if (neptune_module_get_function(g.module, k.name.c_str(), &f) != NEPTUNE_OK)
+            return fail(halide_error_code_gpu_device_error, neptune_last_error());
+        g.functions.push_back(f);
+        g.grids.push_back({IntExpr::parse(k.grid[0]), IntExpr::parse(k.grid[1]), IntExpr::parse(k.grid[2])});
+        g.map_dims.emplace_back();
+        for (const TensorMapSpec &m : k.maps)
+            g.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
+    }
+    for (const WorkspaceSpec &w : set.workspaces) g.workspace_elements.push_back(IntExpr::parse(w.elements));
+    return 0;
+}
+
+/** The device address of buffer i's data, moving it to the device through Halide's runtime when it
+ * lives on the host only (or is newer there). */
+int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const halide_device_interface_t *cuda,
+                   void **out) {
+    const TensorSpec &t = g.desc.buffers[i];
+    auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, "buffer " + t.name + ": " + m); };
+    if (t.output) {
+        if (!b->device && cuda->device_malloc(uc, b, cuda) != 0)
+            return fail(halide_error_code_device_malloc_failed, "cannot allocate it on the GPU");
+        // The kernels write all of it on the device, and Halide marks it device-dirty afterwards: what
+        // the host held is stale, and both flags set at once would be an error at the next copy.
+        b->set_host_dirty(false);
+    } else if (!b->device || b->host_dirty() || b->device_interface != cuda) {
+        if (!b->host && !b->device) return fail(halide_error_code_host_is_null, "has neither host nor device memory");
+        if (cuda->copy_to_device(uc, b, cuda) != 0)
+            return fail(halide_error_code_copy_to_device_failed, "copying it to the GPU failed");
+    }
+    *out = reinterpret_cast<void *>(static_cast<uintptr_t>(b->device));
+    if (neptune_check_device_pointer(*out) != NEPTUNE_OK)
+        return fail(halide_error_code_gpu_device_error,
+                    std::string(neptune_last_error()) +
+                        "; Halide's CUDA runtime must share Neptune's context (NeptuneHalide.h: link the extern stage's "
+                        "library, or neptune::share_cuda_context for JIT pipelines)");
+    return 0;
+}
+
+int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda,
+           std::map<std::string, int64_t> &vars) {
+    if (int rc = load(uc, g)) return rc;
+    const KernelSet &set = g.desc.sets[size_t(g.set)];
+    auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
+    if (g.desc.chunks < 0) {
+        vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count);
+    } else if (g.desc.chunks > 0) {
+        vars["chunks"] = g.desc.chunks;
+    }
+    std::map<std::string, void *> address;
+    for (size_t i = 0; i < g.desc.buffers.size(); i++)
+        if (int rc = device_address(uc, g, i, bufs[i], cuda, &address[g.desc.buffers[i].name])) return rc;
+    for (size_t w = 0; w < set.workspaces.size(); w++) {
+        const size_t bytes = size_t(std::max<int64_t>(g.workspace_elements[w].eval(vars), 4)) * sizeof(float);
+        auto &[ptr, size] = g.workspaces[set.workspaces[w].name];
+        if (size < bytes) {
+            neptune_free(ptr);
+            ptr = nullptr;
+            size = 0;
+            if (neptune_malloc(&ptr, bytes) != NEPTUNE_OK)
+                return fail(halide_error_code_device_malloc_failed, "workspace " + set.workspaces[w].name + ": " +
+                                                                        neptune_last_error());
+            size = bytes;
+        }
+        address[set.workspaces[w].name] = ptr;
+    }
+    for (size_t k = 0; k < set.kernels.size(); k++) {
+        const KernelSpec &ks = set.kernels[k];
+        unsigned grid[3];
+        bool empty = false;
+        for (int d = 0; d < 3; d++) {
+            const int64_t n = g.grids[k][size_t(d)].eval(vars);
+            empty = empty || n <= 0;
+            grid[d] = unsigned(n);
+        }
+        if (empty) continue;  // nothing to compute (a zero extent)
+        std::vector<void *> pointers, args;
+        std::vector<int32_t> ints;
+        for (const std::string &t : ks.tensors) pointers.push_back(address.at(t));
+        for (const std::string &n : ks.ints) ints.push_back(int32_t(vars.at(n)));
+        for (void *&p : pointers) args.push_back(&p);
+        // TMA descriptors depend on the buffers' addresses: encoded for every call (a few microseconds).
+        struct alignas(64) Map {
+            unsigned char bytes[128];
+        };
+        std::vector<Map> maps(ks.maps.size());
+        for (size_t m = 0; m < ks.maps.size(); m++) {
+            const std::array<IntExpr, 3> &d = g.map_dims[k][m];
+            const unsigned long long cols = (unsigned long long)d[0].eval(vars), rows = (unsigned long long)d[1].eval(vars),
+                                     planes = (unsigned long long)d[2].eval(vars);
+            const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {2 * cols, 2 * cols * rows};
+            const unsigned box[2] = {64, unsigned(ks.maps[m].box_rows)};
+            if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, dims, strides, box) != NEPTUNE_OK)
+                return fail(halide_error_code_device_run_failed, std::string("the TMA descriptor of ") + ks.maps[m].tensor +
+                                                                     ": " + neptune_last_error());
+            args.push_back(maps[m].bytes);
+        }
+        for (int32_t &v : ints) args.push_back(&v);
+        const unsigned block[3] = {unsigned(ks.threads), 1, 1};
+        if (neptune_launch(g.functions[k], grid, block, unsigned(ks.shared_bytes), nullptr, args.data()) != NEPTUNE_OK)
+            return fail(halide_error_code_device_run_failed, neptune_last_error());
+    }
+    return 0;
+}
+
+void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const int32_t *scalars) {
+    const neptune_halide_trace_fn fn = trace_fn.load();
+    if (!fn) return;
+    std::vector<const char *> names, scalar_names;
+    for (const TensorSpec &t : g.desc.buffers) names.push_back(t.name.c_str());
+    for (const std::string &s : g.desc.scalars) scalar_names.push_back(s.c_str());
+    std::string set;
+    if (!query && g.set >= 0) set = g.desc.sets[size_t(g.set)].arch + " (" + g.desc.sets[size_t(g.set)].codes + ")";
+    const neptune_halide_trace_event e = {g.desc.name.c_str(), query ? 1 : 0, result, int(g.desc.buffers.size()), bufs,
+                                          names.data(), scalars, scalar_names.data(), int(g.desc.scalars.size()),
+                                          set.c_str()};
+    fn(&e);
+}
+
+int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const int32_t *scalars,
+        halide_buffer_t **bufs, int n) {
+    if (!blob) return report(uc, "?", false, halide_error_code_internal_error, "no descriptor");
+    std::string error;
+    std::shared_ptr<Group> gp = find_group(blob, error);
+    if (!gp) return report(uc, "?", false, halide_error_code_internal_error, error);
+    Group &g = *gp;
+    const GroupDescriptor &d = g.desc;
+    auto fail = [&](int code, const std::string &m) { return report(uc, d.name, d.jit, code, m); };
+    if (n != int(d.buffers.size()) || d.scalars.size() > size_t(extern_scalars))
+        return fail(halide_error_code_internal_error, "called with " + std::to_string(n) + " buffers; its descriptor has " +
+                                                          std::to_string(d.buffers.size()));
+    std::map<std::string, int64_t> vars;
+    for (size_t s = 0; s < d.scalars.size(); s++) vars[d.scalars[s]] = scalars[s];
+    for (size_t c = 0; c < g.constraints.size(); c++)
+        if (!g.constraints[c].eval(vars))
+            return fail(halide_error_code_constraint_violated, d.constraints[c].message + " (" + scalar_values(d, vars) + ")");
+
+    bool query = false;
+    for (int i = 0; i < n; i++) {
+        if (!bufs[i]) return fail(halide_error_code_buffer_argument_is_null, "buffer " + d.buffers[size_t(i)].name + " is NULL");
+        // Halide's bounds queries pass query buffers for the inputs that are Funcs, and for the
+        // output always (its region); a real output has host or device memory.
+        query = query || bufs[i]->is_bounds_query();
+    }
+    // Every buffer is needed whole (the kernels read whole inputs and write whole outputs): a query
+    // gets [0, extent) in every dimension; a buffer with data must be exactly that, dense.
+    for (int i = 0; i < n; i++) {
+        std::vector<int64_t> ext;
+        for (const IntExpr &e : g.dims[size_t(i)]) ext.push_back(e.eval(vars));
+        halide_buffer_t *b = bufs[i];
+        if (!d.buffers[size_t(i)].output && b->is_bounds_query()) {
+            if (b->dimensions != int(ext.size()))
+                return fail(halide_error_code_bad_dimensions, "buffer " + d.buffers[size_t(i)].name + " has " +
+                                                                  std::to_string(b->dimensions) + " dimensions, expected " +
+                                                                  std::to_string(ext.size()));
+            int64_t stride = 1;
+            for (size_t k = 0; k < ext.size(); k++) {
+                b->dim[k].min = 0;
+                b->dim[k].extent = int32_t(ext[k]);
+                b->dim[k].stride = int32_t(stride);
+                stride *= ext[k];
+            }
+            continue;
+        }
+        if (int rc = validate(uc, g, size_t(i), b, ext, vars)) {
+            trace(g, query, rc, bufs, scalars);
+            return rc;
+        }
+    }
+    if (query) {
+        trace(g, true, 0, bufs, scalars);
+        return 0;
+    }
+    int rc = 0;
+    {
+        std::lock_guard<std::mutex> hold(g.lock);
+        rc = launch(uc, g, bufs, cuda, vars);
+    }
+    trace(g, false, rc, bufs, scalars);
+    return rc;
+}
+
+}  // namespace
+
+}  // namespace neptune::interop
+
+using neptune::interop::run;
+
+// ---- The entry points: one per buffer count, all the same launcher. ----------------------------
+
+#define NEPTUNE_SCALAR_PARAMS int32_t s0, int32_t s1, int32_t s2, int32_t s3, int32_t s4, int32_t s5, int32_t s6, int32_t s7
+#define NEPTUNE_P1 halide_buffer_t *b0
+#define NEPTUNE_P2 NEPTUNE_P1, halide_buffer_t *b1
+#define NEPTUNE_P3 NEPTUNE_P2, halide_buffer_t *b2
+#define NEPTUNE_P4 NEPTUNE_P3, halide_buffer_t *b3
+#define NEPTUNE_P5 NEPTUNE_P4, halide_buffer_t *b4
+#define NEPTUNE_P6 NEPTUNE_P5, halide_buffer_t *b5
+#define NEPTUNE_P7 NEPTUNE_P6, halide_buffer_t *b6
+#define NEPTUNE_P8 NEPTUNE_P7, halide_buffer_t *b7
+#define NEPTUNE_P9 NEPTUNE_P8, halide_buffer_t *b8
+#define NEPTUNE_P10 NEPTUNE_P9, halide_buffer_t *b9
+#define NEPTUNE_P11 NEPTUNE_P10, halide_buffer_t *b10
+#define NEPTUNE_P12 NEPTUNE_P11, halide_buffer_t *b11
+#define NEPTUNE_A1 b0
+#define NEPTUNE_A2 NEPTUNE_A1, b1
+#define NEPTUNE_A3 NEPTUNE_A2, b2
+#define NEPTUNE_A4 NEPTUNE_A3, b3
+#define NEPTUNE_A5 NEPTUNE_A4, b4
+#define NEPTUNE_A6 NEPTUNE_A5, b5
+#define NEPTUNE_A7 NEPTUNE_A6, b6
+#define NEPTUNE_A8 NEPTUNE_A7, b7
+#define NEPTUNE_A9 NEPTUNE_A8, b8
+#define NEPTUNE_A10 NEPTUNE_A9, b9
+#define NEPTUNE_A11 NEPTUNE_A10, b10
+#define NEPTUNE_A12 NEPTUNE_A11, b11
+#define NEPTUNE_EXTERN(N)                                                                                      \
+    extern "C" int neptune_halide_extern_##N(void *user_context, const char *descriptor,                     \
+                                             const halide_device_interface_t *cuda, NEPTUNE_SCALAR_PARAMS,   \
+                                             NEPTUNE_P##N) {                                                 \
+        const int32_t s[] = {s0, s1, s2, s3, s4, s5, s6, s7};                                                \
+        halide_buffer_t *b[] = {NEPTUNE_A##N};                                                               \
+        return run(user_context, descriptor, cuda, s, b, N);                                                 \
+    }
+NEPTUNE_EXTERN(1)
+NEPTUNE_EXTERN(2)
+NEPTUNE_EXTERN(3)
+NEPTUNE_EXTERN(4)
+NEPTUNE_EXTERN(5)
+NEPTUNE_EXTERN(6)
+NEPTUNE_EXTERN(7)
+NEPTUNE_EXTERN(8)
+NEPTUNE_EXTERN(9)
+NEPTUNE_EXTERN(10)
+NEPTUNE_EXTERN(11)
+NEPTUNE_EXTERN(12)
+
+namespace neptune::interop {
+
+std::string extern_function_name(int num_buffers) { return "neptune_halide_extern_" + std::to_string(num_buffers); }
+
+void *extern_function_address(int num_buffers) {
+    static void *const table[] = {
+        nullptr,
+        reinterpret_cast<void *>(&neptune_halide_extern_1),  reinterpret_cast<void *>(&neptune_halide_extern_2),
+        reinterpret_cast<void *>(&neptune_halide_extern_3),  reinterpret_cast<void *>(&neptune_halide_extern_4),
+        reinterpret_cast<void *>(&neptune_halide_extern_5),  reinterpret_cast<void *>(&neptune_halide_extern_6),
+        reinterpret_cast<void *>(&neptune_halide_extern_7),  reinterpret_cast<void *>(&neptune_halide_extern_8),
+        reinterpret_cast<void *>(&neptune_halide_extern_9),  reinterpret_cast<void *>(&neptune_halide_extern_10),
+        reinterpret_cast<void *>(&neptune_halide_extern_11), reinterpret_cast<void *>(&neptune_halide_extern_12)};
+    return num_buffers >= 1 && num_buffers <= max_extern_buffers ? table[num_buffers] : nullptr;
+}
+
+}  // namespace neptune::interop
+
+// ---- One context for Halide's CUDA runtime and Neptune's. -------------------------------------
+
+extern "C" {
+
+int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool create) {
+    (void)create;  // Neptune's context always exists once the driver is up
+    *cuda_context = nullptr;
+    if (neptune_get_context(cuda_context) != NEPTUNE_OK) {
+        return neptune::interop::report(user_context, "", false, halide_error_code_gpu_device_error,
+                                        std::string("Halide's CUDA runtime cannot use Neptune's context: ") +
+                                            neptune_last_error());
+    }
+    return 0;
+}
+
+int neptune_halide_release_context(void *) { return 0; }
+
+int neptune_halide_get_stream(void *, void *, void **stream) {
+    *stream = nullptr;
+    return 0;
+}
+
+// The Halide runtime's definitions are weak; these win when this object is linked (AOT).
+int halide_cuda_acquire_context(void *user_context, void **cuda_context, bool create) {
+    return neptune_halide_acquire_context(user_context, cuda_context, create);
+}
+int halide_cuda_release_context(void *user_context) { return neptune_halide_release_context(user_context); }
+int halide_cuda_get_stream(void *user_context, void *cuda_context, void **stream) {
+    return neptune_halide_get_stream(user_context, cuda_context, stream);
+}
+
+neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn) { return neptune::interop::trace_fn.exchange(fn); }
+
+void neptune_halide_set_jit_error_reporter(neptune_halide_error_fn fn) { neptune::interop::jit_reporter = fn; }
+
+}  // extern "C"

@@ -1,0 +1,102 @@
+// The JIT entry point on the GPU: an algorithm, its directives and compile_gpu(), realized on Halide
+// buffers and compared with the fp64 reference; and a JIT pipeline where Halide CUDA stages run on
+// both sides of Neptune's stage (q pre-scaled before it, the output doubled after it) in one CUDA
+// context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
+// scripts/device/prepare.sh), as the other JIT GPU tests do.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "Compare.h"
+#include "neptune/Compile.h"
+#include "neptune/HalideCpu.h"
+#include "neptune/algorithms/Schedules.h"
+#include "neptune/reference/Reference.h"
+
+using namespace neptune;
+using namespace neptune::testing;
+
+namespace {
+
+const Tolerance attention_tolerance{2e-3, 2e-2};  // as correctness/gpu_attention (P rounded to f16)
+
+OperatorInstance instance(const std::string &op, int q_heads, int kv_heads, int64_t batch, int64_t seq) {
+    OperatorSpec s = *find_operator(op);
+    s.attention.q_heads = q_heads;
+    s.attention.kv_heads = kv_heads;
+    return instantiate(s, batch, seq);
+}
+
+HostTensor read(Halide::Buffer<> &b, const TensorDesc &d) {
+    b.copy_to_host();
+    HostTensor t(d);
+    t.load(b.data());
+    return t;
+}
+
+void check_operator(const OperatorInstance &inst, int group) {
+    INFO(inst.spec.name << " at " << inst.batch << "," << inst.seq);
+    algorithms::OperatorFuncs f = algorithms::build(inst.spec);
+    algorithms::FusionChoice choice;
+    if (inst.spec.attention.decode) {
+        choice.variant = algorithms::FusionVariant::SplitK;
+        choice.tile = 32;
+    }
+    algorithms::fuse_operator(inst.spec, f, choice);
+    ExternOptions o;
+    o.head_dim_qk = inst.spec.attention.head_dim_qk;
+    o.group = group;
+    GpuPipeline p = compile_gpu(f.outputs, o);
+    const std::vector<HostTensor> in = make_inputs(inst, 9, InputStyle::RisingScores);
+    std::vector<Halide::Buffer<>> bound;
+    for (size_t i = 0; i < in.size(); i++) {
+        bound.push_back(to_halide_buffer(in[i]));
+        f.inputs[i].set(bound.back());
+    }
+    Halide::Buffer<> out = to_halide_buffer(make_outputs(inst)[0]);
+    p.realize(out);
+    check_close("out", read(out, inst.outputs[0]), reference::compute(inst, in)[0], attention_tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("gpu jit extern: prefill and decode attention through compile_gpu match the fp64 reference") {
+    check_operator(instance("prefill_causal", 8, 2, 2, 333), 0);
+    check_operator(instance("prefill_windowed", 8, 2, 1, 700), 0);
+    check_operator(instance("decode_gqa", 32, 4, 2, 1000), 8);
+}
+
+TEST_CASE("gpu jit extern: Halide CUDA stages before and after Neptune's stage share its context and buffers") {
+    const OperatorInstance inst = instance("prefill_causal", 4, 2, 1, 129);
+    Halide::ImageParam q(Halide::Float(16), 4, "q"), k(Halide::Float(16), 4, "k"), v(Halide::Float(16), 4, "v");
+    Halide::Var d("d"), i("i"), h("h"), b("b"), di, ii;
+    Halide::Func q_scaled("q_scaled");
+    q_scaled(d, i, h, b) = Halide::cast<Halide::float16_t>(Halide::cast<float>(q(d, i, h, b)) * 0.5f);
+    q_scaled.compute_root().gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
+    AttentionSpec a = inst.spec.attention;
+    a.scale = a.score_scale() / 0.5;  // a power of two: the result equals plain attention
+    algorithms::AttentionInputs ai{q_scaled, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
+                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
+    algorithms::AttentionFuncs attn = algorithms::attention(a, DType::F16, ai, false);
+    fuse_reduction({attn.acc, attn.row_sum}, Halide::RVar(attn.kv.x)).rolling_update(64);
+    Halide::Func doubled("doubled");
+    doubled(d, i, h, b) = attn.out(d, i, h, b) * Halide::float16_t(2.0f);
+    doubled.gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    GpuPipeline p = compile_gpu({doubled}, o);
+
+    const std::vector<HostTensor> in = make_inputs(inst, 4);
+    std::vector<Halide::Buffer<>> bound;
+    Halide::ImageParam params[] = {q, k, v};
+    for (size_t t = 0; t < 3; t++) {
+        bound.push_back(to_halide_buffer(in[t]));
+        REQUIRE(bound.back().copy_to_device(Halide::DeviceAPI::CUDA, gpu_jit_target()) == 0);
+        params[t].set(bound.back());
+    }
+    Halide::Buffer<> out = to_halide_buffer(make_outputs(inst)[0]);
+    p.realize(out);
+    HostTensor want = reference::compute(inst, in)[0];
+    for (double &x : want.values) x *= 2;
+    check_close("doubled", read(out, inst.outputs[0]), want, attention_tolerance);
+}

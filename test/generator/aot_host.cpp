@@ -1,0 +1,72 @@
+// Every family's host library (backend=host: the fused CPU form compiled ahead of time) called on
+// halide_buffer_ts and compared with the fp64 reference, at odd shapes. The program links the
+// libraries and Halide's runtime only: no libHalide, no other build step.
+#include <doctest/doctest.h>
+
+#include "AotBuffers.h"
+#include "cross_entropy_host.h"
+#include "decode_gqa_host.h"
+#include "layernorm_host.h"
+#include "logsumexp_host.h"
+#include "performer_host.h"
+#include "prefill_causal_host.h"
+#include "rmsnorm_host.h"
+#include "softmax_host.h"
+
+using namespace neptune;
+using namespace neptune::testing;
+
+
+TEST_CASE("aot host: prefill attention, causal, grouped heads, rising row maxima") {
+    RunOptions rising;
+    rising.style = InputStyle::RisingScores;
+    for (int64_t seq : {1, 33, 130})
+        check_library(attention_instance("prefill_causal", 4, 2, 2, seq),
+                      [](Buffers &i, Buffers &o) { return prefill_causal_host(i[0], i[1], i[2], o[0]); },
+                      rising);
+}
+
+TEST_CASE("aot host: decode attention, split-K over the keys, 8 query heads per KV head") {
+    for (int64_t seq : {1, 100, 257})
+        check_library(attention_instance("decode_gqa", 16, 2, 3, seq),
+                      [](Buffers &i, Buffers &o) { return decode_gqa_host(i[0], i[1], i[2], o[0]); });
+}
+
+TEST_CASE("aot host: softmax, log-sum-exp and cross-entropy rows") {
+    for (int64_t cols : {1, 65, 300}) {
+        check_library(instantiate(*find_operator("softmax"), 5, cols),
+                      [](Buffers &i, Buffers &o) { return softmax_host(i[0], o[0]); });
+        check_library(instantiate(*find_operator("logsumexp"), 5, cols),
+                      [](Buffers &i, Buffers &o) { return logsumexp_host(i[0], o[0]); });
+        check_library(instantiate(*find_operator("cross_entropy"), 5, cols),
+                      [](Buffers &i, Buffers &o) { return cross_entropy_host(i[0], i[1], o[0]); });
+    }
+}
+
+TEST_CASE("aot host: LayerNorm and RMSNorm rows") {
+    for (int64_t cols : {1, 64, 257}) {
+        check_library(instantiate(*find_operator("layernorm"), 3, cols),
+                      [](Buffers &i, Buffers &o) { return layernorm_host(i[0], i[1], i[2], o[0]); });
+        check_library(instantiate(*find_operator("rmsnorm"), 3, cols),
+                      [](Buffers &i, Buffers &o) { return rmsnorm_host(i[0], i[1], o[0]); });
+    }
+}
+
+TEST_CASE("aot host: Performer") {
+    OperatorSpec s = *find_operator("performer");
+    s.attention.q_heads = 2;
+    s.attention.kv_heads = 2;
+    s.attention.head_dim_qk = s.attention.head_dim_v = 32;
+    s.features = 16;
+    check_library(instantiate(s, 2, 37), [](Buffers &i, Buffers &o) { return performer_host(i[0], i[1], i[2], i[3], o[0]); });
+}
+
+TEST_CASE("aot host: a label out of range is the library's error, not a wrong loss") {
+    const OperatorInstance inst = instantiate(*find_operator("cross_entropy"), 2, 10);
+    std::vector<HostTensor> in = make_inputs(inst, 5);
+    in[1].values[1] = 10;  // cols = 10: out of range
+    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]), loss = poisoned_buffer(inst.outputs[0]);
+    clear_messages();
+    CHECK(cross_entropy_host(x, labels, loss) == halide_error_code_requirement_failed);
+    CHECK(all_messages().find("label out of range") != std::string::npos);
+}

@@ -1,0 +1,261 @@
+// Fused groups as extern stages of Halide pipelines, through the JIT entry point, on the CPU: what
+// the stage holds (buffers, scalars, kernels, dumps), bounds queries and buffer checks run by
+// Halide's own pipeline before any device work, Halide stages feeding the group, and the groups or
+// options Neptune refuses. Runs on any machine; the GPU run is correctness/gpu_jit_extern.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "GpuProbe.h"
+#include "neptune/Compile.h"
+#include "neptune/Error.h"
+#include "neptune/algorithms/Schedules.h"
+#include "neptune/runtime/NeptuneHalide.h"
+
+using namespace neptune;
+using Halide::Buffer;
+using Halide::float16_t;
+
+namespace {
+
+struct Built {
+    algorithms::OperatorFuncs funcs;
+    GpuPipeline pipeline;
+};
+
+/** The operator's algorithm with its Neptune schedule applied (split-K with 32-key tiles for decode). */
+algorithms::OperatorFuncs fused(const std::string &op) {
+    const OperatorSpec spec = *find_operator(op);
+    algorithms::OperatorFuncs f = algorithms::build(spec);
+    algorithms::FusionChoice choice;
+    if (spec.attention.decode) {
+        choice.variant = algorithms::FusionVariant::SplitK;
+        choice.tile = 32;
+    }
+    algorithms::fuse_operator(spec, f, choice);
+    return f;
+}
+
+ExternOptions head_dim_128() {
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    return o;
+}
+
+Built compile(const std::string &op, ExternOptions o = head_dim_128()) {
+    algorithms::OperatorFuncs f = fused(op);
+    return {f, compile_gpu(f.outputs, o)};
+}
+
+nlohmann::json descriptor(const GpuPipeline &p) { return nlohmann::json::parse(p.stages().at(0).descriptor); }
+
+std::vector<neptune_halide_trace_event> &events() {
+    static std::vector<neptune_halide_trace_event> e;
+    return e;
+}
+std::vector<std::vector<int>> &out_regions() {
+    static std::vector<std::vector<int>> r;
+    return r;
+}
+void trace(const neptune_halide_trace_event *e) {
+    events().push_back(*e);
+    std::vector<int> region;
+    const halide_buffer_t *out = e->buffers[e->num_buffers - 1];
+    for (int d = 0; d < out->dimensions; d++) region.insert(region.end(), {out->dim[d].min, out->dim[d].extent});
+    out_regions().push_back(region);
+}
+
+std::string realize_error(GpuPipeline &p, Buffer<float16_t> &out) {
+    try {
+        p.realize(out);
+    } catch (const Halide::RuntimeError &e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool has(const std::string &text, const std::string &what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, with the kernels and their dumps") {
+    Built b = compile("prefill_causal");
+    const GpuPipeline &p = b.pipeline;
+    REQUIRE(p.stages().size() == 1);
+    const ExternStageInfo &s = p.stages()[0];
+    CHECK(s.name == "out");
+    CHECK(s.extern_function == "neptune_halide_extern_4");
+    const nlohmann::json d = descriptor(p);
+    CHECK(d["scalars"] == nlohmann::json({"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"}));
+    REQUIRE(d["buffers"].size() == 4);
+    CHECK(d["buffers"][0]["name"] == "q");
+    CHECK(d["buffers"][0]["dims"] == nlohmann::json({"128", "seq_q", "q_heads", "batch"}));
+    CHECK(d["buffers"][1]["dims"] == nlohmann::json({"128", "seq_kv", "kv_heads", "batch"}));
+    CHECK(d["buffers"][3]["output"] == true);
+    CHECK(d["chunks"] == 0);
+    REQUIRE(s.sets.size() == 1);  // JIT: this machine's GPU family only
+    CHECK(!s.sets[0].image.empty());
+    CHECK(has(p.tile_program(), "kernel neptune_rolling"));
+    CHECK(has(p.cuda_source(), "extern \"C\" __global__"));
+    CHECK(has(p.ptx(), ".entry neptune_rolling"));
+    CHECK(has(p.ptxas_report(), "registers"));
+}
+
+TEST_CASE("extern stage: ALiBi's slopes are an f32 input over the query heads, a fifth buffer") {
+    Built b = compile("prefill_alibi");
+    CHECK(b.pipeline.stages()[0].extern_function == "neptune_halide_extern_5");
+    const nlohmann::json d = descriptor(b.pipeline);
+    REQUIRE(d["buffers"].size() == 5);
+    CHECK(d["buffers"][3]["name"] == "slopes");
+    CHECK(d["buffers"][3]["bits"] == 32);
+    CHECK(d["buffers"][3]["dims"] == nlohmann::json({"q_heads"}));
+}
+
+TEST_CASE("extern stage: decode is a split-K pair that picks its chunks at run time and checks its grouping") {
+    ExternOptions o = head_dim_128();
+    o.group = 8;
+    Built b = compile("decode_gqa", o);
+    const nlohmann::json d = descriptor(b.pipeline);
+    CHECK(d["chunks"] == -1);
+    CHECK(d["split_blocks"] == "(* batch kv_heads)");
+    REQUIRE(d["sets"].size() == 1);
+    CHECK(d["sets"][0]["kernels"].size() == 2);
+    CHECK(!d["sets"][0]["workspaces"].empty());
+    std::string constraints;
+    for (const auto &c : d["constraints"]) constraints += c["message"].get<std::string>() + "; ";
+    CHECK(has(constraints, "seq_q must be 1"));
+    CHECK(has(constraints, "compiled for 8 query heads per KV head"));
+    CHECK(has(constraints, "at most 16"));
+}
+
+TEST_CASE("extern stage: Halide's pipeline asks for whole inputs, and wrong buffers fail before any device work") {
+    Built b = compile("prefill_causal");
+    std::vector<Halide::ImageParam> &in = b.funcs.inputs;
+    Buffer<float16_t> q(128, 7, 4, 2), k(128, 9, 2, 2), v(128, 9, 2, 2), out(128, 7, 4, 2);
+    for (auto *t : {&q, &k, &v}) t->fill(float16_t(0.5f));
+    in[0].set(q);
+    in[1].set(k);
+    in[2].set(v);
+    neptune_halide_set_trace(trace);
+    events().clear();
+    out_regions().clear();
+    const std::string plain = realize_error(b.pipeline, out);
+    if (!neptune::testing::cuda_device_present()) {
+        CHECK(has(plain, "libcuda.so.1"));
+    }
+    REQUIRE(!events().empty());
+    CHECK(events().front().bounds_query == 1);
+    for (const std::vector<int> &r : out_regions()) CHECK(r == std::vector<int>{0, 128, 0, 7, 0, 4, 0, 2});  // whole
+
+    Buffer<float16_t> narrow(64, 9, 2, 2);
+    in[1].set(narrow);
+    CHECK(has(realize_error(b.pipeline, out), "buffer k covers [0, 64) in dimension 0 (128), expected [0, 128)"));
+    Buffer<float16_t> three_heads(128, 9, 3, 2);
+    in[1].set(three_heads);
+    in[2].set(three_heads);
+    CHECK(has(realize_error(b.pipeline, out), "q_heads must be a multiple of kv_heads (batch = 2, q_heads = 4, kv_heads = 3"));
+    in[1].set(k);
+    in[2].set(v);
+    Buffer<float16_t> cropped(128, 5, 4, 2);
+    CHECK(has(realize_error(b.pipeline, cropped), "output buffer out covers [0, 5) in dimension 1 (seq_q), expected [0, 7)"));
+    Buffer<float16_t> longer(128, 18, 2, 2);  // a crop of a longer cache: not dense
+    longer.crop(1, 0, 9);
+    in[1].set(longer);
+    CHECK(has(realize_error(b.pipeline, out), "buffer k has stride 2304 in dimension 2, expected 1152"));
+    neptune_halide_set_trace(nullptr);
+}
+
+TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input; extents come from its buffer") {
+    const OperatorSpec spec = *find_operator("prefill_causal");
+    Halide::ImageParam q(Halide::Float(16), 4, "q"), k(Halide::Float(16), 4, "k"), v(Halide::Float(16), 4, "v");
+    Halide::Var d("d"), i("i"), h("h"), bv("b");
+    Halide::Func q_scaled("q_scaled");
+    q_scaled(d, i, h, bv) = Halide::cast<float16_t>(Halide::cast<float>(q(d, i, h, bv)) * 0.5f);
+    q_scaled.compute_root();
+    algorithms::AttentionInputs in{q_scaled, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
+                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
+    algorithms::AttentionFuncs a = algorithms::attention(spec.attention, DType::F16, in, false);
+    fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    GpuPipeline p = compile_gpu({a.out}, o);
+    const nlohmann::json desc = descriptor(p);
+    CHECK(desc["buffers"][0]["name"].get<std::string>().rfind("q_scaled", 0) == 0);  // Halide may add $N
+    CHECK(desc["scalars"].size() == 5);
+
+    // Not pointwise in its buffer: the extents it hides must be given.
+    Halide::Func shifted("shifted");
+    shifted(d, i, h, bv) = q(d, i, (h + 1) % q.dim(2).extent(), bv);
+    shifted.compute_root();
+    in.q = shifted;
+    algorithms::AttentionFuncs a2 = algorithms::attention(spec.attention, DType::F16, in, false);
+    fuse_reduction({a2.acc, a2.row_sum}, Halide::RVar(a2.kv.x)).rolling_update(64);
+    CHECK_THROWS_WITH_AS(compile_gpu({a2.out}, o),
+                         doctest::Contains("reads q.extent.1, an extent of q, a buffer the group does not read"),
+                         CompileError);
+    algorithms::AttentionFuncs a3 = algorithms::attention(spec.attention, DType::F16, in, false);
+    fuse_reduction({a3.acc, a3.row_sum}, Halide::RVar(a3.kv.x)).rolling_update(64);
+    o.extents = {{"q_heads", q.dim(2).extent()}, {"seq_q", q.dim(1).extent()}};
+    CHECK(descriptor(compile_gpu({a3.out}, o))["buffers"][0]["name"].get<std::string>().rfind("shifted", 0) == 0);
+}
+
+TEST_CASE("extern stage: what the tile backend cannot lower, or the options cannot describe, is a CompileError") {
+    const ExternOptions o = head_dim_128();
+    CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o), doctest::Contains("the tile backend lowers attention-shaped groups"),
+                         CompileError);
+
+    CHECK_THROWS_WITH_AS(compile("prefill_global", [] {
+                             ExternOptions none;
+                             none.head_dim_qk = -1;
+                             return none;
+                         }()),
+                         doctest::Contains("head_dim_qk is not set"), CompileError);
+
+    algorithms::OperatorFuncs g = fused("prefill_global");
+    CHECK_THROWS_WITH_AS(compile_gpu({g.stage("row_sum")}, o), doctest::Contains("needs the Func that reads the group's stages"),
+                         CompileError);
+}
+
+TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile into one JIT pipeline") {
+    Halide::ImageParam q(Halide::Float(16), 4, "q"), k(Halide::Float(16), 4, "k"), v(Halide::Float(16), 4, "v");
+    Halide::Var d("d"), i("i"), h("h"), bv("b"), di, ii;
+    Halide::Func q_scaled("q_scaled");
+    q_scaled(d, i, h, bv) = Halide::cast<float16_t>(Halide::cast<float>(q(d, i, h, bv)) * 0.5f);
+    q_scaled.compute_root().gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
+    algorithms::AttentionInputs in{q_scaled, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
+                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
+    algorithms::AttentionFuncs a = algorithms::attention(find_operator("prefill_causal")->attention, DType::F16, in, false);
+    fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
+    Halide::Func doubled("doubled");
+    doubled(d, i, h, bv) = a.out(d, i, h, bv) * float16_t(2.0f);
+    doubled.gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    GpuPipeline p = compile_gpu({doubled}, o);  // `doubled` reads the group's output: the stage replaces out
+    REQUIRE(p.stages().size() == 1);
+    CHECK(descriptor(p)["buffers"][0]["name"].get<std::string>().rfind("q_scaled", 0) == 0);
+    p.pipeline().compile_jit(gpu_jit_target());  // Halide's own CUDA stages and the extern call, no GPU needed
+}
+
+TEST_CASE("extern stage: a Pipeline of one's own runs the stages after prepare_jit") {
+    algorithms::OperatorFuncs f = fused("prefill_global");
+    ExternOptions o = head_dim_128();
+    o.aot = false;
+    Halide::Pipeline p(extern_stages(f.outputs, o));
+    prepare_jit(p);
+    Buffer<float16_t> q(128, 3, 2, 1), k(128, 5, 2, 1), out(128, 3, 2, 1);
+    q.fill(float16_t(0.25f));
+    k.fill(float16_t(0.25f));
+    f.inputs[0].set(q);
+    f.inputs[1].set(k);
+    f.inputs[2].set(k);
+    try {
+        p.realize(out, gpu_jit_target());
+        CHECK(neptune::testing::cuda_device_present());
+        out.copy_to_host();
+        CHECK(float(out(0, 0, 0, 0)) == doctest::Approx(0.25));  // uniform values: the mean is the value
+    } catch (const Halide::RuntimeError &e) {
+        CHECK(!neptune::testing::cuda_device_present());
+        CHECK(has(e.what(), "libcuda.so.1"));
+    }
+}
