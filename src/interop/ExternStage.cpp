@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -202,8 +203,8 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
     if (t.output) {
         if (!b->device && cuda->device_malloc(uc, b, cuda) != 0)
             return fail(halide_error_code_device_malloc_failed, "cannot allocate it on the GPU");
-        // The kernels write all of it on the device, and Halide marks it device-dirty afterwards: what
-        // the host held is stale, and both flags set at once would be an error at the next copy.
+        // The kernels write all of it on the device: what the host held is stale (both flags set at
+        // once would be an error at the next copy); launch() marks it device-dirty once they ran.
         b->set_host_dirty(false);
     } else if (!b->device || b->host_dirty() || b->device_interface != cuda) {
         if (!b->host && !b->device) return fail(halide_error_code_host_is_null, "has neither host nor device memory");
@@ -281,7 +282,18 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         const unsigned block[3] = {unsigned(ks.threads), 1, 1};
         if (neptune_launch(g.functions[k], grid, block, unsigned(ks.shared_bytes), nullptr, args.data()) != NEPTUNE_OK)
             return fail(halide_error_code_device_run_failed, neptune_last_error());
+        // NEPTUNE_SYNC_LAUNCHES=1: wait for each kernel, so an error in it is reported here, naming it,
+        // rather than at Halide's next copy.
+        static const bool sync_each = std::getenv("NEPTUNE_SYNC_LAUNCHES") != nullptr;
+        if (sync_each && neptune_synchronize() != NEPTUNE_OK)
+            return fail(halide_error_code_device_run_failed, ks.name + " (grid " + std::to_string(grid[0]) + "x" +
+                                                                 std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
+                                                                 "): " + neptune_last_error());
     }
+    // Mark what the kernels wrote, so a copy_to_host of the output reads it: when the stage's Func is a
+    // pipeline output, Halide hands the caller's buffer straight through and marks nothing itself.
+    for (size_t i = 0; i < g.desc.buffers.size(); i++)
+        if (g.desc.buffers[i].output) bufs[i]->set_device_dirty(true);
     return 0;
 }
 

@@ -28,7 +28,8 @@ OperatorInstance instance(const std::string &op, int q_heads, int kv_heads, int6
 }
 
 HostTensor read(Halide::Buffer<> &b, const TensorDesc &d) {
-    b.copy_to_host();
+    const bool copied = b.raw_buffer()->device_interface == nullptr || b.copy_to_host() == 0;
+    REQUIRE_MESSAGE(copied, "copying " << d.name << " back failed");
     HostTensor t(d);
     t.load(b.data());
     return t;

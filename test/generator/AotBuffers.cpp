@@ -59,7 +59,8 @@ Halide::Runtime::Buffer<void> poisoned_buffer(const TensorDesc &d) {
 }
 
 HostTensor read_buffer(Halide::Runtime::Buffer<void> &b, const TensorDesc &d) {
-    b.copy_to_host();
+    // An error of the kernels surfaces here at the latest (launches are asynchronous).
+    REQUIRE_MESSAGE(b.copy_to_host() == 0, "copying " << d.name << " back failed: " << all_messages());
     HostTensor t(d);
     t.load(b.data());
     return t;
