@@ -197,10 +197,11 @@ int load(void *uc, Group &g) {
 /** The device address of buffer i's data, moving it to the device through Halide's runtime when it
  * lives on the host only (or is newer there). */
 int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const halide_device_interface_t *cuda,
-                   void **out) {
+                   void **out, bool *allocated) {
     const TensorSpec &t = g.desc.buffers[i];
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, "buffer " + t.name + ": " + m); };
     if (t.output) {
+        *allocated = !b->device;
         if (!b->device && cuda->device_malloc(uc, b, cuda) != 0)
             return fail(halide_error_code_device_malloc_failed, "cannot allocate it on the GPU");
         // The kernels write all of it on the device: what the host held is stale (both flags set at
@@ -231,8 +232,12 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         vars["chunks"] = g.desc.chunks;
     }
     std::map<std::string, void *> address;
-    for (size_t i = 0; i < g.desc.buffers.size(); i++)
-        if (int rc = device_address(uc, g, i, bufs[i], cuda, &address[g.desc.buffers[i].name])) return rc;
+    std::vector<char> allocated(g.desc.buffers.size(), 0);
+    for (size_t i = 0; i < g.desc.buffers.size(); i++) {
+        bool a = false;
+        if (int rc = device_address(uc, g, i, bufs[i], cuda, &address[g.desc.buffers[i].name], &a)) return rc;
+        allocated[i] = a;
+    }
     for (size_t w = 0; w < set.workspaces.size(); w++) {
         const size_t bytes = size_t(std::max<int64_t>(g.workspace_elements[w].eval(vars), 4)) * sizeof(float);
         auto &[ptr, size] = g.workspaces[set.workspaces[w].name];
@@ -290,10 +295,20 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
                                                                  std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
                                                                  "): " + neptune_last_error());
     }
-    // Mark what the kernels wrote, so a copy_to_host of the output reads it: when the stage's Func is a
-    // pipeline output, Halide hands the caller's buffer straight through and marks nothing itself.
-    for (size_t i = 0; i < g.desc.buffers.size(); i++)
-        if (g.desc.buffers[i].output) bufs[i]->set_device_dirty(true);
+    // Mark what the kernels wrote. An output that came with device memory keeps the results there
+    // (device-dirty); one that came with host memory only gets them back in it, and the device memory
+    // allocated here is freed, so no allocation outlives the call on a buffer its caller does not track.
+    for (size_t i = 0; i < g.desc.buffers.size(); i++) {
+        if (!g.desc.buffers[i].output) continue;
+        halide_buffer_t *b = bufs[i];
+        b->set_device_dirty(true);
+        if (!allocated[i] || !b->host) continue;
+        if (cuda->copy_to_host(uc, b) != 0)
+            return fail(halide_error_code_copy_to_host_failed, "copying " + g.desc.buffers[i].name + " back to the host failed");
+        b->set_host_dirty(true);
+        if (cuda->device_free(uc, b) != 0)
+            return fail(halide_error_code_device_free_failed, "freeing the device copy of " + g.desc.buffers[i].name + " failed");
+    }
     return 0;
 }
 
