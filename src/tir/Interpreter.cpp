@@ -335,6 +335,7 @@ private:
                     scalars_["grid_z"] = double(gz);
                     for (const ScalarDef &d : k_.scalars) scalars_[d.name] = scalar(d.value);
                     for (auto &entry : values_) std::fill(entry.second.data.begin(), entry.second.data.end(), std::nanf(""));
+                    rings_.clear();
                     block(k_.body);
                 }
     }
@@ -343,6 +344,34 @@ private:
     std::map<std::string, HostTensor *> tensors_;
     std::map<std::string, double> params_, scalars_;
     std::map<std::string, Value> values_;
+    /** A ring tile's protocol in this block: loads and releases so far (both in ring order). */
+    struct Ring {
+        int64_t loads = 0, releases = 0;
+    };
+    std::map<std::string, Ring> rings_;
+
+    // The producer refills a ring buffer only after its previous occupant's release: a TMA load at ring
+    // position p waits for the release of p - stages. Loads and releases must come in ring order, each
+    // release after its load, or the kernel would hang or overwrite a buffer still being read.
+    void ring_load(const Stmt &s) {
+        Ring &r = rings_[s->dst];
+        const int64_t p = index(s->ring), stages = k_.pipeline_stages;
+        if (p != r.loads)
+            fail(s, "ring position " + std::to_string(p) + " of " + s->dst + " is loaded out of order (expected " +
+                        std::to_string(r.loads) + ")");
+        if (r.releases < p - stages + 1)
+            fail(s, "would hang: buffer " + std::to_string(p % stages) + " of " + s->dst + " still holds position " +
+                        std::to_string(r.releases) + ", never released before this load");
+        r.loads++;
+    }
+    void ring_release(const Stmt &s) {
+        Ring &r = rings_[s->src];
+        const int64_t p = index(s->ring);
+        if (p != r.releases || p >= r.loads)
+            fail(s, "releases ring position " + std::to_string(p) + " of " + s->src + " with " + std::to_string(r.loads) +
+                        " loaded and " + std::to_string(r.releases) + " released");
+        r.releases++;
+    }
 
     [[noreturn]] void fail(const Stmt &s, const std::string &what) const {
         std::string where = "tir::interpret: kernel '" + k_.name + "'";
@@ -385,6 +414,7 @@ private:
     }
 
     void tile_io(const Stmt &s, bool load) {
+        if (load && s->copy == CopyKind::Tma && s->ring.defined()) ring_load(s);
         if (load && s->copy == CopyKind::Tma) return view_load(s);
         Value &v = values_.at(load ? s->dst : s->src);
         const int64_t base = index(s->base), stride = index(s->row_stride);
@@ -486,8 +516,10 @@ private:
         case NodeKind::IfThen:
             if (scalar(s->cond) != 0) block(s->body);
             break;
-        case NodeKind::Barrier:
         case NodeKind::Release:
+            if (s->ring.defined()) ring_release(s);
+            break;
+        case NodeKind::Barrier:
         case NodeKind::DotWait:  // asynchronous dots took effect at issue
         case NodeKind::WarpgroupTurn: break;
         }
