@@ -64,7 +64,7 @@ typedef struct neptune_ops_tensor {
     int32_t dtype;  /* neptune_ops_dtype */
     int32_t device; /* neptune_ops_device */
     int32_t ndim;   /* 1 .. NEPTUNE_OPS_MAX_DIMS */
-    int32_t reserved;
+    int32_t reserved; /* 0 */
     int64_t shape[4];
 } neptune_ops_tensor;
 #define NEPTUNE_OPS_MAX_DIMS 4

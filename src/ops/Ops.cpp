@@ -34,7 +34,6 @@ namespace neptune::ops {
 namespace {
 
 thread_local std::string last_error;
-thread_local std::string halide_messages;  // what the libraries reported during the current call
 
 /** A refused or failed call, thrown inside this file only and turned into a status at the ABI. */
 struct Failure {
@@ -44,12 +43,42 @@ struct Failure {
 
 [[noreturn]] void fail(int status, const std::string &message) { throw Failure{status, message}; }
 
+// What the libraries report through halide_error during a call. The host libraries' parallel loops
+// run on Halide's worker threads, and the AOT functions carry no user context, so a message raised
+// there cannot name its call: it goes to `stray`, which the next failing call takes. (Two calls
+// failing at once in parallel loops may thus swap their messages; their statuses stay right.)
+thread_local bool in_call = false;
+thread_local std::string own_messages;
+std::mutex stray_lock;
+std::string stray;
+
 void on_halide_error(void *, const char *message) {
-    if (!halide_messages.empty()) halide_messages += "; ";
     std::string m = message ? message : "";
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    halide_messages += m;
+    if (in_call) {
+        own_messages += (own_messages.empty() ? "" : "; ") + m;
+        return;
+    }
+    std::lock_guard<std::mutex> hold(stray_lock);
+    if (stray.size() < 4096) stray += (stray.empty() ? "" : "; ") + m;
 }
+
+/** Marks the calling thread as inside a library call, from a clean slate. */
+struct CallMessages {
+    CallMessages() {
+        in_call = true;
+        own_messages.clear();
+    }
+    ~CallMessages() { in_call = false; }
+    /** Everything reported during the call, the workers' messages included. */
+    std::string take() const {
+        std::string m = own_messages;
+        std::lock_guard<std::mutex> hold(stray_lock);
+        if (!stray.empty()) m += (m.empty() ? "" : "; ") + stray;
+        stray.clear();
+        return m.empty() ? "no message" : m;
+    }
+};
 
 const char *family_name(Family f) {
     switch (f) {
@@ -214,7 +243,7 @@ const std::vector<Variant> &variants() {
             try {
                 t.push_back(make_variant(lib));
             } catch (const std::exception &e) {
-                Variant broken;
+                Variant broken{};
                 broken.library = &lib;
                 broken.spec.name = lib.op;
                 broken.broken = std::string(lib.name) + ": " + e.what();
@@ -443,7 +472,7 @@ void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t
         return;
     }
     if (halide_cuda_wrap_device_ptr(nullptr, &w.buffer, uint64_t(reinterpret_cast<uintptr_t>(t.data))) != 0)
-        fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": Halide cannot wrap the device pointer: " + halide_messages);
+        fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": Halide cannot wrap the device pointer");
     w.wrapped = true;
     // Inputs live on the device only: a host read would fail on the missing host copy, not read garbage.
     if (input) w.buffer.set_device_dirty(true);
@@ -468,7 +497,7 @@ void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptun
     for (int i = 0; i < n_out; i++) all.emplace_back("output " + v.output_names[size_t(i)], &out[i]);
     if (v.library->device == NEPTUNE_OPS_CUDA) check_device(v, all);
 
-    halide_messages.clear();
+    const CallMessages messages;
     std::vector<WrappedBuffer> buffers(all.size());
     std::vector<void *> args;
     for (size_t i = 0; i < all.size(); i++) {
@@ -482,7 +511,7 @@ void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptun
     if (v.library->device == NEPTUNE_OPS_CUDA) neptune_halide_set_stream(previous);
     if (rc != 0)
         fail(status_of_halide(rc), v.spec.name + ": the AOT library " + v.library->name + " failed (Halide error " +
-                                       std::to_string(rc) + "): " + (halide_messages.empty() ? "no message" : halide_messages));
+                                       std::to_string(rc) + "): " + messages.take());
 }
 
 /** Runs `body` as an ABI call: its status, and the message of a failure in last_error. */
