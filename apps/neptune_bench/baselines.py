@@ -246,7 +246,9 @@ def flex_impl(torch, c):
 
 def neptune_impl(torch, c, lib_path):
     """Neptune's AOT kernels for the case through libneptune_ops.so (a bound call), or why there are none."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+    if here not in sys.path:
+        sys.path.insert(0, here)
     import neptune_ops
     lib = neptune_ops.Library(lib_path or None)
     m = c["meta"]
