@@ -8,6 +8,13 @@
   python3 baselines.py --op OP --batch B --seq S --self-test   [--json FILE] [--repeat N] [--impl ...]
   python3 baselines.py --serve
 
+--neptune [LIB] also time Neptune's AOT kernels (implementation neptune_aot: libneptune_ops.so through
+               python/neptune_ops.py, LIB or its default search) in this process, interleaved with the
+               PyTorch baselines on the same tensors and checked the same way; the same as adding
+               neptune_aot to --impl. Unsupported where the library has no variant with the operator's
+               semantics (meta.json's mask, modifier, window, softcap, scale, head dim) or refuses the
+               shape (its message is the reason).
+
 --serve        read requests from stdin, one JSON line each: {"argv": [the arguments above]}; answer
                each, after the usual table, with one line "@@neptune-baselines " + JSON {"rc": exit
                status, "result": the --json document or null, "error": why it failed}. torch is
@@ -50,6 +57,7 @@ baseline off the fp64 reference or the stand-in by more than 1e-2, or FlexAttent
 import argparse, datetime, json, math, os, statistics, subprocess, sys, tempfile, warnings
 
 IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
+NEPTUNE_AOT = "neptune_aot"  # by --neptune or --impl: Neptune's AOT kernels through libneptune_ops.so
 OPS = {  # for --self-test: q heads, kv heads, mask, modifier, decode (neptune_bench list has the same)
     "prefill_global": (32, 32, "none", "none", False), "prefill_causal": (32, 32, "causal", "none", False),
     "prefill_alibi": (32, 32, "causal", "alibi", False), "prefill_gqa": (64, 8, "causal", "none", False),
@@ -92,16 +100,20 @@ def parse_args(argv):
     ap.add_argument("--outputs", metavar="DIR", help="neptune_out.bin and reference_rows.json")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--repeat", type=int, default=50, help="timed repeats per implementation (default 50)")
-    ap.add_argument("--impl", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS))
+    ap.add_argument("--impl", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS + (NEPTUNE_AOT,)))
+    ap.add_argument("--neptune", nargs="?", const="", default=None, metavar="LIB",
+                    help="also time Neptune's AOT kernels (neptune_aot) through libneptune_ops.so (LIB, or found)")
     ap.add_argument("--self-test", action="store_true", help="generate inputs and references, then run")
     ap.add_argument("--serve", action="store_true", help="serve requests from stdin (alone; see above)")
     a = ap.parse_args(argv)
     if a.serve:
         ap.error("--serve takes no other arguments (requests carry them)")
     a.impl = [s for s in a.impl.split(",") if s]
-    bad = [s for s in a.impl if s not in IMPLS]
+    bad = [s for s in a.impl if s not in IMPLS + (NEPTUNE_AOT,)]
     if bad or not a.impl:
-        ap.error(f"--impl: unknown {bad}; choose from {','.join(IMPLS)}")
+        ap.error(f"--impl: unknown {bad}; choose from {','.join(IMPLS + (NEPTUNE_AOT,))}")
+    if a.neptune is not None and NEPTUNE_AOT not in a.impl:
+        a.impl.append(NEPTUNE_AOT)
     if a.repeat < 1:
         ap.error("--repeat must be positive")
     if not a.self_test and not a.inputs:
@@ -230,6 +242,29 @@ def flex_impl(torch, c):
         kw["enable_gqa"] = True
     q, k, v = c["q"], c["k"], c["v"]
     return lambda: fn(q, k, v, **kw)
+
+
+def neptune_impl(torch, c, lib_path):
+    """Neptune's AOT kernels for the case through libneptune_ops.so (a bound call), or why there are none."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import neptune_ops
+    lib = neptune_ops.Library(lib_path or None)
+    m = c["meta"]
+    want = {"mask": m["mask"], "score_mod": m["mod"], "decode": m["decode"], "head_dim_qk": m["d"]}
+    if m["mask"] == "window":
+        want["window"] = m["W"]
+    if m["mod"] == "softcap":
+        want["softcap"] = m["cap"]
+    variants = [v for v in lib.variants_of(m["op"]) if v.device == "cuda"]
+    fits = [v for v in variants if all(getattr(v, key) == value for key, value in want.items())
+            and math.isclose(v.scale, m["scale"], rel_tol=1e-6)]
+    if not fits:
+        have = "; ".join(f"{v.name}: {v.mask}/{v.score_mod}, head dim {v.head_dim_qk}, scale {v.scale:.6g}" for v in variants)
+        return f"libneptune_ops has no GPU variant of {m['op']} with these semantics ({have or 'none'})"
+    inputs = [c["q"], c["k"], c["v"]] + ([c["slopes"]] if m["mod"] == "alibi" else [])
+    return lib.bind(m["op"], *inputs, out=torch.empty_like(c["q"]))
 
 
 def finite(x):
@@ -364,7 +399,10 @@ def run(torch, a):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                fn = flex_impl(torch, c) if name == "flex" else sdpa_impl(torch, c, name)
+                if name == NEPTUNE_AOT:
+                    fn = neptune_impl(torch, c, a.neptune)
+                else:
+                    fn = flex_impl(torch, c) if name == "flex" else sdpa_impl(torch, c, name)
                 if isinstance(fn, str):
                     res["reason"] = fn
                     continue
@@ -428,7 +466,8 @@ def run(torch, a):
 def cuda_broken(e):
     """A CUDA error that leaves the context unusable (an illegal address, a launch failure), not a rejection."""
     text = str(e)
-    return "CUDA error" in text or "cudaError" in text or "an illegal memory access" in text
+    return "CUDA error" in text or "cudaError" in text or "an illegal memory access" in text or any(
+        f"CUDA_ERROR_{x}" in text for x in ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "ILLEGAL_INSTRUCTION", "MISALIGNED_ADDRESS"))
 
 
 def open_torch():

@@ -10,9 +10,13 @@ cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_b
 # GPU tests, and the lessons that run kernels when a GPU is there (they link libHalide, shipped below).
 for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_* \
          "$build"/test/generator/test_generator_gpu_* "$build"/test/generator/test_generator_aot_extern \
+         "$build"/test/ops/test_ops_gpu_* "$build"/test/ops/test_ops_abi \
          "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* "$build"/tutorials/lesson_08_*; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" .devrun/ && strip ".devrun/$(basename "$t")"
 done
+# The C ABI library (test_ops_* find it next to them; python/neptune_ops.py and baselines.py --neptune
+# through LD_LIBRARY_PATH, which scripts/device/setup_remote.sh points at .devrun/).
+cp "$build/src/ops/libneptune_ops.so" .devrun/ && strip --strip-unneeded .devrun/libneptune_ops.so
 lib=deps/halide-21.0.0/halide/lib64/libHalide.so
 if [ ! -f .devrun/libHalide.so.xz ] || [ "$lib" -nt .devrun/libHalide.so.xz ]; then
   xz -T2 -6 -c "$lib" > .devrun/libHalide.so.xz

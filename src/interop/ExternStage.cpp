@@ -52,7 +52,8 @@ struct Group {
     std::vector<std::array<IntExpr, 3>> grids;
     std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
     std::vector<IntExpr> workspace_elements;
-    std::map<std::string, std::pair<void *, size_t>> workspaces;  // name -> (device memory, bytes)
+    // (stream, name) -> (device memory, bytes): runs on different streams may overlap on the GPU.
+    std::map<std::pair<void *, std::string>, std::pair<void *, size_t>> workspaces;
 };
 
 std::mutex cache_lock;
@@ -60,6 +61,9 @@ std::unordered_map<const char *, std::shared_ptr<Group>> cache;
 std::vector<std::shared_ptr<Group>> replaced;  // kept alive: another thread may still run them
 
 std::atomic<neptune_halide_trace_fn> trace_fn{nullptr};
+// The stream this thread's stages launch on (neptune_halide_set_stream); Halide's kernels follow it
+// through halide_cuda_get_stream.
+thread_local void *current_stream = nullptr;
 std::atomic<neptune_halide_error_fn> jit_reporter{nullptr};
 
 std::string type_name(int code, int bits) {
@@ -240,7 +244,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     }
     for (size_t w = 0; w < set.workspaces.size(); w++) {
         const size_t bytes = size_t(std::max<int64_t>(g.workspace_elements[w].eval(vars), 4)) * sizeof(float);
-        auto &[ptr, size] = g.workspaces[set.workspaces[w].name];
+        auto &[ptr, size] = g.workspaces[{current_stream, set.workspaces[w].name}];
         if (size < bytes) {
             neptune_free(ptr);
             ptr = nullptr;
@@ -285,7 +289,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         }
         for (int32_t &v : ints) args.push_back(&v);
         const unsigned block[3] = {unsigned(ks.threads), 1, 1};
-        if (neptune_launch(g.functions[k], grid, block, unsigned(ks.shared_bytes), nullptr, args.data()) != NEPTUNE_OK)
+        if (neptune_launch(g.functions[k], grid, block, unsigned(ks.shared_bytes), current_stream, args.data()) != NEPTUNE_OK)
             return fail(halide_error_code_device_run_failed, neptune_last_error());
         // NEPTUNE_SYNC_LAUNCHES=1: wait for each kernel, so an error in it is reported here, naming it,
         // rather than at Halide's next copy.
@@ -479,8 +483,14 @@ int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool
 int neptune_halide_release_context(void *) { return 0; }
 
 int neptune_halide_get_stream(void *, void *, void **stream) {
-    *stream = nullptr;
+    *stream = neptune::interop::current_stream;
     return 0;
+}
+
+void *neptune_halide_set_stream(void *stream) {
+    void *previous = neptune::interop::current_stream;
+    neptune::interop::current_stream = stream;
+    return previous;
 }
 
 // The Halide runtime's definitions are weak; these win when this object is linked (AOT).

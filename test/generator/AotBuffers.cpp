@@ -8,21 +8,14 @@
 #include <mutex>
 
 #include "Compare.h"
+#include "core/HalideTypes.h"
 #include "neptune/reference/Reference.h"
 
 namespace neptune::testing {
 
 namespace {
 
-halide_type_t type_of(DType t) {
-    switch (t) {
-    case DType::F16: return halide_type_t(halide_type_float, 16);
-    case DType::BF16: return halide_type_t(halide_type_bfloat, 16);
-    case DType::F32: return halide_type_t(halide_type_float, 32);
-    case DType::I32: return halide_type_t(halide_type_int, 32);
-    }
-    return halide_type_t(halide_type_float, 32);
-}
+using internal::halide_type_of;
 
 std::vector<int> extents(const TensorDesc &d) { return std::vector<int>(d.shape.rbegin(), d.shape.rend()); }
 
@@ -46,7 +39,7 @@ const bool installed = [] {
 }  // namespace
 
 Halide::Runtime::Buffer<void> host_buffer(const HostTensor &t) {
-    Halide::Runtime::Buffer<void> b(type_of(t.desc.dtype), extents(t.desc));
+    Halide::Runtime::Buffer<void> b(halide_type_of(t.desc.dtype), extents(t.desc));
     t.store(b.data());
     b.set_host_dirty();
     return b;

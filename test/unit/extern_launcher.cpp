@@ -8,6 +8,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "GpuProbe.h"
@@ -267,4 +268,20 @@ TEST_CASE("extern launcher: without a GPU a run reports the missing driver; the 
     void *stream = reinterpret_cast<void *>(1);
     CHECK(neptune_halide_get_stream(nullptr, nullptr, &stream) == 0);
     CHECK(stream == nullptr);
+}
+
+TEST_CASE("extern launcher: the stream Halide's stages and Neptune's use is the calling thread's") {
+    void *s1 = reinterpret_cast<void *>(0x1000), *s2 = reinterpret_cast<void *>(0x2000), *got = nullptr;
+    CHECK(neptune_halide_set_stream(s1) == nullptr);  // the legacy default stream until set
+    CHECK(neptune_halide_get_stream(nullptr, nullptr, &got) == 0);
+    CHECK(got == s1);
+    std::thread([&] {
+        void *other = s2;
+        CHECK(neptune_halide_get_stream(nullptr, nullptr, &other) == 0);
+        CHECK(other == nullptr);  // another thread keeps its own
+        CHECK(neptune_halide_set_stream(s2) == nullptr);
+    }).join();
+    CHECK(neptune_halide_set_stream(nullptr) == s1);
+    CHECK(neptune_halide_get_stream(nullptr, nullptr, &got) == 0);
+    CHECK(got == nullptr);
 }

@@ -15,8 +15,9 @@
  *    `-Wl,-u,neptune_halide_acquire_context`.
  *  - JIT: neptune::compile_gpu installs the functions below as the pipeline's JIT handlers
  *    (neptune::share_cuda_context does so for any Halide::Pipeline).
- * Both run kernels on the legacy default stream of that context, so Halide's stages and Neptune's
- * are ordered without events. */
+ * Both run kernels on one stream of that context, the calling thread's (neptune_halide_set_stream;
+ * the legacy default stream unless set), so Halide's stages and Neptune's are ordered without
+ * events. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -29,8 +30,12 @@ struct halide_buffer_t;
 /** Neptune's context for Halide (neptune_init() first); an error is reported with halide_error. */
 int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool create);
 int neptune_halide_release_context(void *user_context);
-/** The stream Halide's kernels and copies use: the legacy default stream, as Neptune's launches. */
+/** The stream Halide's kernels and copies use: the calling thread's, as Neptune's launches. */
 int neptune_halide_get_stream(void *user_context, void *cuda_context, void **stream);
+/** Makes `stream` (a CUstream of Neptune's context; NULL the legacy default stream) the one the
+ * calling thread's pipelines run on, Halide's stages and Neptune's alike; returns the previous one.
+ * Split-K workspaces are kept per stream, so pipelines on different streams may overlap. */
+void *neptune_halide_set_stream(void *stream);
 
 /** One call of an extern stage, after the stage has filled the bounds of query buffers. */
 typedef struct neptune_halide_trace_event {

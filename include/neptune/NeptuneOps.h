@@ -1,0 +1,184 @@
+#ifndef NEPTUNE_NEPTUNE_OPS_H
+#define NEPTUNE_NEPTUNE_OPS_H
+/** \file
+ * The operator suite as a C ABI (libneptune_ops.so), for C and for other languages (Python through
+ * ctypes: python/neptune_ops.py). Every operator of the suite that has an AOT library is one entry;
+ * the library holds a table of compiled variants (the AOT libraries of generators/: operator, where
+ * its tensors live, element type, head dims, head grouping) that the caller can list, and a call
+ * picks the variant that fits its tensors. No libHalide and no CUDA toolkit are needed at run time;
+ * the CUDA driver is opened on the first GPU call.
+ *
+ * Tensors are dense and row-major (outermost dimension first, as PyTorch's contiguous tensors), on
+ * the GPU (NEPTUNE_OPS_CUDA: device pointers of the current CUDA context, which PyTorch shares) or on
+ * the host (NEPTUNE_OPS_HOST: the host variants, the fused CPU form). Their shapes are the suite's
+ * (OPERATORS.md): attention q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] (f32, ALiBi
+ * only) to out [B, Hq, Sq, Dv]; row-wise x [rows, cols].
+ *
+ * Every function returns NEPTUNE_OPS_OK or a status below, and never crashes on bad arguments: null
+ * pointers, wrong ranks, shapes or element types, an operator or head dim with no compiled variant
+ * are refused before any work, with a message (neptune_ops_last_error()) naming the operator, the
+ * tensor and what was expected. GPU calls are asynchronous on `stream` (a CUstream; NULL is the
+ * legacy default stream): errors inside kernels appear at the stream's next synchronization. */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NEPTUNE_OPS_API __attribute__((visibility("default")))
+#else
+#define NEPTUNE_OPS_API
+#endif
+
+/** Raised whenever a struct below or a function's meaning changes; compare with neptune_ops_abi_version(). */
+#define NEPTUNE_OPS_ABI_VERSION 1
+
+typedef enum neptune_ops_status {
+    NEPTUNE_OPS_OK = 0,
+    NEPTUNE_OPS_ERROR_ARGUMENT = 1,    /* a null pointer, a wrong tensor count, an unknown operator or index */
+    NEPTUNE_OPS_ERROR_SHAPE = 2,       /* a tensor's rank or extents do not fit the operator or each other */
+    NEPTUNE_OPS_ERROR_DTYPE = 3,       /* a tensor's element type is not the variant's */
+    NEPTUNE_OPS_ERROR_UNSUPPORTED = 4, /* no compiled variant fits: device, head dim, head grouping, size */
+    NEPTUNE_OPS_ERROR_DEVICE = 5,      /* no CUDA driver or device, or a pointer that is not device memory */
+    NEPTUNE_OPS_ERROR_LIBRARY = 6,     /* the AOT library refused or failed (its Halide error is in the message) */
+    NEPTUNE_OPS_ERROR_INTERNAL = 7     /* a bug in Neptune */
+} neptune_ops_status;
+
+typedef enum neptune_ops_dtype {
+    NEPTUNE_OPS_F16 = 0,
+    NEPTUNE_OPS_BF16 = 1,
+    NEPTUNE_OPS_F32 = 2,
+    NEPTUNE_OPS_I32 = 3
+} neptune_ops_dtype;
+
+typedef enum neptune_ops_device {
+    NEPTUNE_OPS_CUDA = 0, /* device memory; the GPU variants */
+    NEPTUNE_OPS_HOST = 1  /* host memory; the host variants (the fused CPU form, multi-threaded) */
+} neptune_ops_device;
+
+/** A dense row-major tensor: `ndim` extents, outermost first. */
+typedef struct neptune_ops_tensor {
+    void *data;
+    int32_t dtype;  /* neptune_ops_dtype */
+    int32_t device; /* neptune_ops_device */
+    int32_t ndim;   /* 1 .. NEPTUNE_OPS_MAX_DIMS */
+    int32_t reserved; /* 0 */
+    int64_t shape[4];
+} neptune_ops_tensor;
+#define NEPTUNE_OPS_MAX_DIMS 4
+
+/** The message of the calling thread's last failure (never NULL; "" before any). Valid until the
+ * thread's next failing call into this library. */
+NEPTUNE_OPS_API const char *neptune_ops_last_error(void);
+
+/** NEPTUNE_OPS_ABI_VERSION of the library; the project's version ("0.1.0"). */
+NEPTUNE_OPS_API int neptune_ops_abi_version(void);
+NEPTUNE_OPS_API const char *neptune_ops_version(void);
+
+/** One compiled variant: an AOT library of generators/ and the operator of the suite it computes.
+ * Strings are static. Head dims and grouping are what the variant was compiled for. */
+typedef struct neptune_ops_variant {
+    const char *name;      /* the AOT library, e.g. "prefill_causal", "softmax_host" */
+    const char *op;        /* the suite's operator, e.g. "prefill_gqa" (neptune_bench list) */
+    const char *family;    /* "attention", "softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm", "performer" */
+    const char *kernels;   /* what runs: "neptune" (Neptune's kernels: an sm_80 fatbin with compute_90 PTX and an
+                              sm_90a cubin, chosen by the device), "halide_cuda" (the fused form on Halide's CUDA
+                              backend), "host" (the fused form on the CPU) */
+    const char *inputs;    /* the input tensors in call order, comma-separated: "q,k,v", "q,k,v,slopes", "x" */
+    const char *outputs;   /* the output tensors: "out", "y", "lse", "loss" */
+    const char *signature; /* shapes and types, e.g. "q[B,Hq,Sq,128] f16, k[B,Hkv,Skv,128] f16, ... -> out[...] f16" */
+    int32_t device;        /* neptune_ops_device of every tensor */
+    int32_t dtype;         /* neptune_ops_dtype of q/k/v or x (and of the output, except f32 statistics) */
+    int32_t head_dim_qk, head_dim_v; /* attention: compiled; 0 otherwise (Performer's are run-time) */
+    int32_t group;         /* query heads per KV head compiled for; 0: any (prefill, and non-attention) */
+    int32_t decode;        /* 1: one query row per (batch, head), Sq = 1 (split-K over the keys) */
+    const char *mask;      /* "none", "causal", "window"; "" for non-attention */
+    int32_t window;        /* keys a query sees with mask "window", itself included */
+    const char *score_mod; /* "none", "alibi", "softcap"; "" for non-attention */
+    double softcap;        /* the cap of score_mod "softcap" */
+    double scale;          /* the score scale (1/sqrt(head_dim_qk)); 0 for non-attention */
+    double eps;            /* LayerNorm and RMSNorm; 0 otherwise */
+} neptune_ops_variant;
+
+/** The number of compiled variants (never fails), and variant `index` (0 <= index < count). */
+NEPTUNE_OPS_API int neptune_ops_num_variants(void);
+NEPTUNE_OPS_API int neptune_ops_get_variant(int index, neptune_ops_variant *out);
+
+/** Sets *index to the variant of `op` that takes `inputs` (their device, dtype, head dims and
+ * grouping; the first that fits, in table order). Without one, the message says which variants of
+ * `op` exist and why none fits. The inputs' shapes are checked too. */
+NEPTUNE_OPS_API int neptune_ops_select(const char *op, const neptune_ops_tensor *inputs, int num_inputs, int *index);
+
+/** Fills outputs[i].dtype, .device, .ndim and .shape (not .data) for variant `index` on `inputs`,
+ * after checking them as a call would: what to allocate before neptune_ops_run. */
+NEPTUNE_OPS_API int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int num_inputs,
+                                             neptune_ops_tensor *outputs, int num_outputs);
+
+/** Runs variant `index` on `inputs` into `outputs` (all allocated, in the variant's order), on
+ * `stream` for GPU variants (ignored on the host, where the call returns when done). */
+NEPTUNE_OPS_API int neptune_ops_run(int index, const neptune_ops_tensor *inputs, int num_inputs,
+                                   const neptune_ops_tensor *outputs, int num_outputs, void *stream);
+
+/** neptune_ops_select, then neptune_ops_run: the variant of `op` that fits the inputs. */
+NEPTUNE_OPS_API int neptune_ops_call(const char *op, const neptune_ops_tensor *inputs, int num_inputs,
+                                    const neptune_ops_tensor *outputs, int num_outputs, void *stream);
+
+/* ---- One entry per operator of the suite (neptune_ops_call with its name and tensors). ---------- */
+
+#define NEPTUNE_OPS_ATTENTION(op)                                                                         \
+    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k,        \
+                                         const neptune_ops_tensor *v, const neptune_ops_tensor *out, void *stream)
+#define NEPTUNE_OPS_ATTENTION_ALIBI(op)                                                                   \
+    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k,        \
+                                         const neptune_ops_tensor *v, const neptune_ops_tensor *slopes,    \
+                                         const neptune_ops_tensor *out, void *stream)
+NEPTUNE_OPS_ATTENTION(prefill_global);
+NEPTUNE_OPS_ATTENTION(prefill_causal);
+NEPTUNE_OPS_ATTENTION_ALIBI(prefill_alibi);
+NEPTUNE_OPS_ATTENTION(prefill_gqa);
+NEPTUNE_OPS_ATTENTION(prefill_softcap);
+NEPTUNE_OPS_ATTENTION(prefill_windowed);
+NEPTUNE_OPS_ATTENTION(decode_causal);
+NEPTUNE_OPS_ATTENTION_ALIBI(decode_alibi);
+NEPTUNE_OPS_ATTENTION(decode_gqa);
+NEPTUNE_OPS_ATTENTION(decode_softcap);
+#undef NEPTUNE_OPS_ATTENTION
+#undef NEPTUNE_OPS_ATTENTION_ALIBI
+
+/** Row-wise: x [rows, cols]; softmax y [rows, cols]; logsumexp lse [rows] f32; cross_entropy with
+ * labels [rows] i32 in [0, cols) to loss [rows] f32; layernorm with gamma, beta [cols]; rmsnorm with
+ * gamma [cols]; y in x's type. Performer: q, k, v [B, H, S, D], features [F, D] f32, out [B, H, S, Dv]. */
+NEPTUNE_OPS_API int neptune_ops_softmax(const neptune_ops_tensor *x, const neptune_ops_tensor *y, void *stream);
+NEPTUNE_OPS_API int neptune_ops_logsumexp(const neptune_ops_tensor *x, const neptune_ops_tensor *lse, void *stream);
+NEPTUNE_OPS_API int neptune_ops_cross_entropy(const neptune_ops_tensor *x, const neptune_ops_tensor *labels,
+                                              const neptune_ops_tensor *loss, void *stream);
+NEPTUNE_OPS_API int neptune_ops_layernorm(const neptune_ops_tensor *x, const neptune_ops_tensor *gamma,
+                                          const neptune_ops_tensor *beta, const neptune_ops_tensor *y, void *stream);
+NEPTUNE_OPS_API int neptune_ops_rmsnorm(const neptune_ops_tensor *x, const neptune_ops_tensor *gamma,
+                                        const neptune_ops_tensor *y, void *stream);
+NEPTUNE_OPS_API int neptune_ops_performer(const neptune_ops_tensor *q, const neptune_ops_tensor *k,
+                                          const neptune_ops_tensor *v, const neptune_ops_tensor *features,
+                                          const neptune_ops_tensor *out, void *stream);
+
+/** The GPU the CUDA variants run on (the current context's device, else device 0). */
+typedef struct neptune_ops_device_info {
+    char name[256];
+    int32_t cc_major, cc_minor;
+    int32_t sm_count;
+    int32_t l2_bytes;
+    int64_t total_memory;
+} neptune_ops_device_info;
+
+/** NEPTUNE_OPS_ERROR_DEVICE, with the driver's reason, where there is no driver or no device. */
+NEPTUNE_OPS_API int neptune_ops_get_device_info(neptune_ops_device_info *out);
+
+/** Waits for all work of the CUDA context (for callers without a CUDA runtime of their own). */
+NEPTUNE_OPS_API int neptune_ops_synchronize(void);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif

@@ -1,0 +1,717 @@
+// libneptune_ops.so (neptune/NeptuneOps.h): the variant table built from the linked AOT libraries
+// (ops/Libraries.h), the checks of a call's tensors against the operator's instance at their extents
+// (neptune/Operators.h computes the expected shapes, as everywhere else), and the call itself: the
+// tensors wrapped as halide_buffer_ts (device pointers through halide_cuda_wrap_device_ptr, so Halide's
+// stages and Neptune's extern stages use them in place) and the library's argv entry point. Nothing
+// throws across the ABI: failures become a status and the thread's last-error message.
+#include <HalideRuntime.h>
+#include <HalideRuntimeCuda.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "neptune/NeptuneOps.h"
+#include "neptune/Operators.h"
+#include "neptune/runtime/NeptuneHalide.h"
+#include "neptune/runtime/NeptuneRuntime.h"
+#include "core/HalideTypes.h"
+#include "ops/Libraries.h"
+#include "ops/OpsDType.h"
+
+#ifndef NEPTUNE_VERSION
+#define NEPTUNE_VERSION "unknown"
+#endif
+
+namespace neptune::ops {
+
+namespace {
+
+thread_local std::string last_error;
+
+/** A refused or failed call, thrown inside this file only and turned into a status at the ABI. */
+struct Failure {
+    int status;
+    std::string message;
+};
+
+[[noreturn]] void fail(int status, const std::string &message) { throw Failure{status, message}; }
+
+// What the libraries report through halide_error during a call. The host libraries' parallel loops
+// run on Halide's worker threads, and the AOT functions carry no user context, so a message raised
+// there cannot name its call: it goes to `stray`, which the next failing call takes. (Two calls
+// failing at once in parallel loops may thus swap their messages; their statuses stay right.)
+thread_local bool in_call = false;
+thread_local std::string own_messages;
+std::mutex stray_lock;
+std::string stray;
+
+void on_halide_error(void *, const char *message) {
+    std::string m = message ? message : "";
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    if (in_call) {
+        own_messages += (own_messages.empty() ? "" : "; ") + m;
+        return;
+    }
+    std::lock_guard<std::mutex> hold(stray_lock);
+    if (stray.size() < 4096) stray += (stray.empty() ? "" : "; ") + m;
+}
+
+/** Marks the calling thread as inside a library call, from a clean slate. */
+struct CallMessages {
+    CallMessages() {
+        in_call = true;
+        own_messages.clear();
+    }
+    ~CallMessages() { in_call = false; }
+    /** Everything reported during the call, the workers' messages included. */
+    std::string take() const {
+        std::string m = own_messages;
+        std::lock_guard<std::mutex> hold(stray_lock);
+        if (!stray.empty()) m += (m.empty() ? "" : "; ") + stray;
+        stray.clear();
+        return m.empty() ? "no message" : m;
+    }
+};
+
+const char *family_name(Family f) {
+    switch (f) {
+    case Family::Attention: return "attention";
+    case Family::Softmax: return "softmax";
+    case Family::LogSumExp: return "logsumexp";
+    case Family::CrossEntropy: return "cross_entropy";
+    case Family::LayerNorm: return "layernorm";
+    case Family::LayerNormMatmul: return "layernorm_matmul";
+    case Family::RmsNorm: return "rmsnorm";
+    case Family::RmsNormMatmul: return "rmsnorm_matmul";
+    case Family::Performer: return "performer";
+    }
+    return "?";
+}
+
+const char *mask_name(Mask m) { return m == Mask::None ? "none" : m == Mask::Causal ? "causal" : "window"; }
+const char *mod_name(ScoreMod m) { return m == ScoreMod::None ? "none" : m == ScoreMod::Alibi ? "alibi" : "softcap"; }
+const char *device_name(int d) { return d == NEPTUNE_OPS_CUDA ? "GPU" : d == NEPTUNE_OPS_HOST ? "host" : "unknown device"; }
+
+const char *abi_dtype_name(int t) {
+    switch (t) {
+    case NEPTUNE_OPS_F16: return "f16";
+    case NEPTUNE_OPS_BF16: return "bf16";
+    case NEPTUNE_OPS_F32: return "f32";
+    case NEPTUNE_OPS_I32: return "i32";
+    }
+    return "an unknown dtype";
+}
+
+using internal::dtype_of;
+using internal::halide_type_of;
+
+std::string shape_text(const int64_t *shape, int ndim) {
+    std::string s = "[";
+    for (int i = 0; i < ndim; i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::string shape_text(const std::vector<int64_t> &shape) { return shape_text(shape.data(), int(shape.size())); }
+
+/** One entry of the table: a library, its operator's spec with the library's element type, and the
+ * texts neptune_ops_variant points to. */
+struct Variant {
+    const Library *library = nullptr;
+    OperatorSpec spec;
+    int group = 0;
+    std::vector<std::string> input_names, output_names;
+    std::string inputs, outputs, signature, kernels;
+    std::string broken;  // non-empty: the library does not match its operator (a bug in the table)
+
+    const AttentionSpec &attention() const { return spec.attention; }
+    bool is_attention() const { return spec.family == Family::Attention; }
+
+    std::string describe() const {
+        std::string s = std::string(library->name) + " (" + device_name(library->device) + ", " + dtype_name(spec.dtype);
+        if (is_attention()) {
+            s += ", head dim " + std::to_string(attention().head_dim_qk);
+            if (attention().head_dim_v != attention().head_dim_qk) s += "/" + std::to_string(attention().head_dim_v);
+            if (group) s += ", " + std::to_string(group) + " query heads per KV head";
+        }
+        return s + ")";
+    }
+};
+
+// Extents that stand for the named run-time dimensions in signatures: an instance at these extents
+// has them in its shapes, and each is replaced by its name (no compiled extent equals one of them).
+const std::vector<std::pair<int64_t, std::string>> placeholders = {
+    {1001, "B"}, {1003, "Hq"}, {17, "Hkv"}, {1007, "Sq"}, {1009, "Skv"}, {1013, "D"}, {1019, "Dv"}, {1021, "F"}};
+
+std::string signature_of(const Variant &v, const OperatorInstance &inst) {
+    const bool attention = v.is_attention(), performer = v.spec.family == Family::Performer;
+    auto dim = [&](int64_t e) -> std::string {
+        for (const auto &[value, name] : placeholders)
+            if (e == value) {
+                if (performer && name == "Hq") return "H";
+                if (performer && name == "Skv") return "S";
+                if (!attention && !performer) return name == "B" ? "rows" : "cols";
+                return name;
+            }
+        return std::to_string(e);
+    };
+    auto tensors = [&](const std::vector<TensorDesc> &ts) {
+        std::string s;
+        for (const TensorDesc &t : ts) {
+            s += (s.empty() ? "" : ", ") + t.name + "[";
+            for (size_t i = 0; i < t.shape.size(); i++) s += (i ? "," : "") + dim(t.shape[i]);
+            s += std::string("] ") + dtype_name(t.dtype);
+        }
+        return s;
+    };
+    return tensors(inst.inputs) + " -> " + tensors(inst.outputs);
+}
+
+OperatorInstance placeholder_instance(const Variant &v) {
+    OperatorSpec s = v.spec;
+    switch (s.family) {
+    case Family::Attention:
+        s.attention.q_heads = 1003;
+        s.attention.kv_heads = 17;  // 1003 = 17 * 59
+        s.attention.seq_q = 1007;
+        return instantiate(s, 1001, 1009);
+    case Family::Performer:
+        s.attention.q_heads = s.attention.kv_heads = 1003;
+        s.attention.head_dim_qk = 1013;
+        s.attention.head_dim_v = 1019;
+        s.features = 1021;
+        return instantiate(s, 1001, 1009);
+    default: return instantiate(s, 1001, 1009);
+    }
+}
+
+/** Reads the library's metadata into a variant; a mismatch with the operator marks it broken. */
+Variant make_variant(const Library &lib) {
+    Variant v;
+    v.library = &lib;
+    const std::optional<OperatorSpec> spec = find_operator(lib.op);
+    if (!spec) {
+        v.broken = std::string(lib.name) + " is listed for the unknown operator " + lib.op;
+        v.spec.name = lib.op;
+        return v;
+    }
+    v.spec = *spec;
+    const halide_filter_metadata_t *md = lib.metadata();
+    std::vector<const halide_filter_argument_t *> ins, outs;
+    for (int i = 0; i < md->num_arguments; i++) {
+        const halide_filter_argument_t &a = md->arguments[i];
+        (a.kind == halide_argument_kind_output_buffer ? outs : ins).push_back(&a);
+    }
+    if (!ins.empty() && !dtype_of(ins[0]->type, v.spec.dtype))
+        v.broken = std::string(lib.name) + ": its first input has an element type the ABI does not know";
+    if (v.is_attention() && v.attention().decode) v.group = v.attention().q_heads / v.attention().kv_heads;
+    const OperatorInstance inst = placeholder_instance(v);
+    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
+    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
+    // The library's arguments must be the instance's tensors, in order, with their ranks and types.
+    auto matches = [](const std::vector<const halide_filter_argument_t *> &args, const std::vector<TensorDesc> &ts,
+                      bool inputs) {
+        if (args.size() != ts.size()) return false;
+        for (size_t i = 0; i < ts.size(); i++) {
+            DType t;
+            if (args[i]->kind == halide_argument_kind_input_scalar || args[i]->dimensions != int(ts[i].shape.size()) ||
+                !dtype_of(args[i]->type, t) || t != ts[i].dtype || (inputs && ts[i].name != args[i]->name))
+                return false;
+        }
+        return true;
+    };
+    if (v.broken.empty() && (!matches(ins, inst.inputs, true) || !matches(outs, inst.outputs, false)))
+        v.broken = std::string(lib.name) + "'s arguments are not the tensors of " + lib.op;
+    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
+    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
+    v.signature = signature_of(v, inst);
+    v.kernels = lib.device == NEPTUNE_OPS_HOST ? "host" : v.is_attention() ? "neptune" : "halide_cuda";
+    return v;
+}
+
+const std::vector<Variant> &variants() {
+    static const std::vector<Variant> table = [] {
+        halide_set_error_handler(on_halide_error);
+        std::vector<Variant> t;
+        for (const Library &lib : libraries()) {
+            try {
+                t.push_back(make_variant(lib));
+            } catch (const std::exception &e) {
+                Variant broken{};
+                broken.library = &lib;
+                broken.spec.name = lib.op;
+                broken.broken = std::string(lib.name) + ": " + e.what();
+                t.push_back(broken);
+            }
+        }
+        return t;
+    }();
+    return table;
+}
+
+const Variant &variant_at(int index) {
+    const std::vector<Variant> &t = variants();
+    if (index < 0 || size_t(index) >= t.size())
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, "variant index " + std::to_string(index) + " is out of range [0, " +
+                                             std::to_string(t.size()) + ")");
+    if (!t[size_t(index)].broken.empty()) fail(NEPTUNE_OPS_ERROR_INTERNAL, "Neptune internal error: " + t[size_t(index)].broken);
+    return t[size_t(index)];
+}
+
+/** The operators of the table, in table order: "prefill_global, prefill_causal, ...". */
+std::string op_names() {
+    std::vector<std::string> seen;
+    for (const Variant &v : variants())
+        if (std::find(seen.begin(), seen.end(), v.spec.name) == seen.end()) seen.push_back(v.spec.name);
+    std::string s;
+    for (const std::string &n : seen) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+/** The variants of `op`, in table order; an unknown operator is an argument error. */
+std::vector<int> variants_of(const char *op) {
+    if (!op) fail(NEPTUNE_OPS_ERROR_ARGUMENT, "the operator name is NULL");
+    std::vector<int> found;
+    const std::vector<Variant> &t = variants();
+    for (size_t i = 0; i < t.size(); i++)
+        if (t[i].spec.name == op) found.push_back(int(i));
+    if (found.empty()) fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string("unknown operator '") + op + "'; this library has " + op_names());
+    return found;
+}
+
+// ---- Checking a call's tensors -----------------------------------------------------------------
+
+/** Checks the tensor array and each tensor's header (not its extents against the operator). */
+void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, const std::vector<std::string> &names,
+                   const char *what, bool need_data) {
+    if (n != int(names.size()))
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, who + ": " + std::to_string(n) + " " + what + " given, expected " +
+                                             std::to_string(names.size()) + " (" + [&] {
+                                                 std::string s;
+                                                 for (const std::string &x : names) s += (s.empty() ? "" : ", ") + x;
+                                                 return s;
+                                             }() + ")");
+    if (n > 0 && !ts) fail(NEPTUNE_OPS_ERROR_ARGUMENT, who + ": the " + what + " array is NULL");
+    for (int i = 0; i < n; i++) {
+        const neptune_ops_tensor &t = ts[i];
+        const std::string name = who + ": " + names[size_t(i)];
+        if (need_data && !t.data) fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is NULL (its data pointer)");
+        if (t.ndim < 1 || t.ndim > NEPTUNE_OPS_MAX_DIMS)
+            fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has ndim " + std::to_string(t.ndim) + ", expected 1 to " +
+                                              std::to_string(NEPTUNE_OPS_MAX_DIMS));
+        for (int d = 0; d < t.ndim; d++)
+            if (t.shape[d] < 1)
+                fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has shape " + shape_text(t.shape, t.ndim) +
+                                                  ": extents must be positive");
+        if (t.dtype < NEPTUNE_OPS_F16 || t.dtype > NEPTUNE_OPS_I32)
+            fail(NEPTUNE_OPS_ERROR_DTYPE, name + " has dtype code " + std::to_string(t.dtype) + ", not a neptune_ops_dtype");
+        if (t.device != NEPTUNE_OPS_CUDA && t.device != NEPTUNE_OPS_HOST)
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " has device code " + std::to_string(t.device) +
+                                                 ", not a neptune_ops_device");
+    }
+}
+
+/** The ranks every variant of the operator expects of its inputs, checked before reading extents. */
+void check_ranks(const Variant &v, const neptune_ops_tensor *in) {
+    const OperatorInstance inst = placeholder_instance(v);
+    for (size_t i = 0; i < inst.inputs.size(); i++)
+        if (in[i].ndim != int(inst.inputs[i].shape.size()))
+            fail(NEPTUNE_OPS_ERROR_SHAPE, v.spec.name + ": " + inst.inputs[i].name + " has shape " +
+                                              shape_text(in[i].shape, in[i].ndim) + ", expected " +
+                                              std::to_string(inst.inputs[i].shape.size()) + " dimensions (" +
+                                              v.signature + ")");
+}
+
+int32_t int_extent(const std::string &who, const char *what, int64_t e) {
+    if (e > std::numeric_limits<int32_t>::max())
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED, who + ": " + what + " " + std::to_string(e) + " does not fit 32 bits");
+    return int32_t(e);
+}
+
+/** The operator's instance at the extents the inputs carry (ranks already checked). */
+OperatorInstance instance_for(const Variant &v, const neptune_ops_tensor *in) {
+    OperatorSpec s = v.spec;
+    const std::string &who = s.name;
+    try {
+        switch (s.family) {
+        case Family::Attention:
+            s.attention.q_heads = int_extent(who, "q_heads", in[0].shape[1]);
+            s.attention.kv_heads = int_extent(who, "kv_heads", in[1].shape[1]);
+            if (!s.attention.decode) s.attention.seq_q = in[0].shape[2];
+            return instantiate(s, in[0].shape[0], in[1].shape[2]);
+        case Family::Performer:
+            s.attention.q_heads = s.attention.kv_heads = int_extent(who, "heads", in[0].shape[1]);
+            s.attention.head_dim_qk = int_extent(who, "head dim", in[0].shape[3]);
+            s.attention.head_dim_v = int_extent(who, "head dim of v", in[2].shape[3]);
+            s.features = int_extent(who, "features", in[3].shape[0]);
+            return instantiate(s, in[0].shape[0], in[0].shape[2]);
+        default: return instantiate(s, in[0].shape[0], in[0].shape[1]);
+        }
+    } catch (const std::invalid_argument &e) {
+        fail(NEPTUNE_OPS_ERROR_SHAPE, e.what());
+    }
+}
+
+/** Checks one tensor against what the instance expects of it. */
+void check_tensor(const Variant &v, const neptune_ops_tensor &t, const TensorDesc &want, bool output) {
+    const std::string name = v.spec.name + ": " + (output ? "output " : "") + want.name;
+    if (t.dtype != ops_dtype(want.dtype))
+        fail(NEPTUNE_OPS_ERROR_DTYPE, name + " is " + abi_dtype_name(t.dtype) + ", expected " + dtype_name(want.dtype) +
+                                          " (" + v.describe() + ")");
+    if (t.device != v.library->device)
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is on the " + device_name(t.device) + ", the variant's tensors on the " +
+                                             device_name(v.library->device) + " (" + v.describe() + ")");
+    bool same = t.ndim == int(want.shape.size());
+    for (int d = 0; same && d < t.ndim; d++) same = t.shape[d] == want.shape[size_t(d)];
+    if (!same)
+        fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has shape " + shape_text(t.shape, t.ndim) + ", expected " +
+                                          shape_text(want.shape) + " (" + v.signature + ")");
+    // The libraries index with 32 bits (Halide's buffers without large_buffers, the kernels' extents).
+    if (want.numel() > std::numeric_limits<int32_t>::max())
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED, name + " has " + std::to_string(want.numel()) +
+                                                " elements; the AOT libraries take at most 2^31 - 1 per tensor");
+}
+
+/** Every check of a call but the device's: returns the instance, whose outputs the call must match. */
+OperatorInstance check_call(const Variant &v, const neptune_ops_tensor *in, int n_in, bool need_data) {
+    check_tensors(v.spec.name, in, n_in, v.input_names, "inputs", need_data);
+    check_ranks(v, in);
+    const OperatorInstance inst = instance_for(v, in);
+    for (size_t i = 0; i < inst.inputs.size(); i++) check_tensor(v, in[i], inst.inputs[i], false);
+    return inst;
+}
+
+/** Why variant v does not take these inputs ("" if it does), beyond their shapes. */
+std::string mismatch(const Variant &v, const neptune_ops_tensor *in) {
+    if (in[0].device != v.library->device) return std::string("its tensors are on the ") + device_name(v.library->device);
+    if (in[0].dtype != ops_dtype(v.spec.dtype)) return std::string("it takes ") + dtype_name(v.spec.dtype);
+    if (v.is_attention()) {
+        if (in[0].shape[3] != v.attention().head_dim_qk || in[2].shape[3] != v.attention().head_dim_v)
+            return "it is compiled for head dim " + std::to_string(v.attention().head_dim_qk) +
+                   (v.attention().head_dim_v != v.attention().head_dim_qk ? "/" + std::to_string(v.attention().head_dim_v) : "");
+        if (v.group && in[1].shape[1] * v.group != in[0].shape[1])
+            return "it is compiled for " + std::to_string(v.group) + " query heads per KV head";
+    }
+    return "";
+}
+
+int select_variant(const char *op, const neptune_ops_tensor *in, int n_in) {
+    const std::vector<int> candidates = variants_of(op);
+    const Variant &first = variant_at(candidates[0]);
+    check_tensors(op, in, n_in, first.input_names, "inputs", false);
+    check_ranks(first, in);
+    for (int i = 1; i < n_in; i++)
+        if (in[i].device != in[0].device)
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string(op) + ": " + first.input_names[size_t(i)] + " is on the " +
+                                                 device_name(in[i].device) + ", " + first.input_names[0] + " on the " +
+                                                 device_name(in[0].device));
+    std::string why;
+    bool device_found = false, dtype_found = false;
+    for (int c : candidates) {
+        const Variant &v = variant_at(c);
+        const std::string m = mismatch(v, in);
+        if (m.empty()) {
+            check_call(v, in, n_in, false);
+            return c;
+        }
+        device_found = device_found || in[0].device == v.library->device;
+        dtype_found = dtype_found || (in[0].device == v.library->device && in[0].dtype == ops_dtype(v.spec.dtype));
+        why += (why.empty() ? "" : "; ") + v.describe() + ": " + m;
+    }
+    // A dtype that no variant on the tensors' device takes is the dtype's fault; the rest is unsupported.
+    fail(device_found && !dtype_found ? NEPTUNE_OPS_ERROR_DTYPE : NEPTUNE_OPS_ERROR_UNSUPPORTED,
+         std::string(op) + ": no compiled variant takes " + first.input_names[0] + " " + shape_text(in[0].shape, in[0].ndim) +
+             " " + abi_dtype_name(in[0].dtype) + " on the " + device_name(in[0].device) + " (" + why + ")");
+}
+
+// ---- Running a variant -------------------------------------------------------------------------
+
+int status_of_halide(int code) {
+    switch (code) {
+    case halide_error_code_bad_type: return NEPTUNE_OPS_ERROR_DTYPE;
+    case halide_error_code_bad_dimensions:
+    case halide_error_code_constraint_violated:
+    case halide_error_code_access_out_of_bounds:
+    case halide_error_code_buffer_extents_too_large:
+    case halide_error_code_buffer_allocation_too_large:
+    case halide_error_code_buffer_extents_negative: return NEPTUNE_OPS_ERROR_SHAPE;
+    default: return NEPTUNE_OPS_ERROR_LIBRARY;
+    }
+}
+
+/** A tensor as a dense halide_buffer_t (dimensions innermost first), host or wrapped device memory. */
+struct WrappedBuffer {
+    halide_buffer_t buffer{};
+    std::array<halide_dimension_t, NEPTUNE_OPS_MAX_DIMS> dims{};
+    bool wrapped = false;
+    ~WrappedBuffer() {
+        if (wrapped) halide_cuda_detach_device_ptr(nullptr, &buffer);
+    }
+};
+
+void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t, const TensorDesc &d, bool input,
+          WrappedBuffer &w) {
+    w.buffer.type = halide_type_of(d.dtype);
+    w.buffer.dimensions = t.ndim;
+    w.buffer.dim = w.dims.data();
+    int32_t stride = 1;
+    for (int k = 0; k < t.ndim; k++) {
+        const int64_t extent = t.shape[t.ndim - 1 - k];
+        w.dims[size_t(k)] = halide_dimension_t(0, int32_t(extent), stride);
+        stride = int32_t(stride * extent);  // numel fits 32 bits (check_tensor)
+    }
+    if (v.library->device == NEPTUNE_OPS_HOST) {
+        w.buffer.host = static_cast<uint8_t *>(t.data);
+        if (input) w.buffer.set_host_dirty(true);
+        return;
+    }
+    if (halide_cuda_wrap_device_ptr(nullptr, &w.buffer, uint64_t(reinterpret_cast<uintptr_t>(t.data))) != 0)
+        fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": Halide cannot wrap the device pointer");
+    w.wrapped = true;
+    // Inputs live on the device only: a host read would fail on the missing host copy, not read garbage.
+    if (input) w.buffer.set_device_dirty(true);
+}
+
+void check_device(const Variant &v, const std::vector<std::pair<std::string, const neptune_ops_tensor *>> &tensors) {
+    if (!neptune_cuda_available())
+        fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + v.library->name + " runs on the GPU, and there is none: " +
+                                           neptune_last_error());
+    for (const auto &[name, t] : tensors)
+        if (neptune_check_device_pointer(t->data) != NEPTUNE_OK)
+            fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": " + neptune_last_error());
+}
+
+void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptune_ops_tensor *out, int n_out, void *stream) {
+    const Variant &v = variant_at(index);
+    const OperatorInstance inst = check_call(v, in, n_in, true);
+    check_tensors(v.spec.name, out, n_out, v.output_names, "outputs", true);
+    for (size_t i = 0; i < inst.outputs.size(); i++) check_tensor(v, out[i], inst.outputs[i], true);
+    std::vector<std::pair<std::string, const neptune_ops_tensor *>> all;
+    for (int i = 0; i < n_in; i++) all.emplace_back(v.input_names[size_t(i)], &in[i]);
+    for (int i = 0; i < n_out; i++) all.emplace_back("output " + v.output_names[size_t(i)], &out[i]);
+    if (v.library->device == NEPTUNE_OPS_CUDA) check_device(v, all);
+
+    const CallMessages messages;
+    std::vector<WrappedBuffer> buffers(all.size());
+    std::vector<void *> args;
+    for (size_t i = 0; i < all.size(); i++) {
+        const bool input = i < size_t(n_in);
+        wrap(v, all[i].first, *all[i].second, input ? inst.inputs[i] : inst.outputs[i - size_t(n_in)], input, buffers[i]);
+        args.push_back(&buffers[i].buffer);
+    }
+    void *previous = nullptr;
+    if (v.library->device == NEPTUNE_OPS_CUDA) previous = neptune_halide_set_stream(stream);
+    const int rc = v.library->argv(args.data());
+    if (v.library->device == NEPTUNE_OPS_CUDA) neptune_halide_set_stream(previous);
+    if (rc != 0)
+        fail(status_of_halide(rc), v.spec.name + ": the AOT library " + v.library->name + " failed (Halide error " +
+                                       std::to_string(rc) + "): " + messages.take());
+}
+
+/** Runs `body` as an ABI call: its status, and the message of a failure in last_error. */
+template <typename F>
+int guarded(F &&body) {
+    try {
+        return body();
+    } catch (const Failure &f) {
+        last_error = f.message;
+        return f.status;
+    } catch (const std::exception &e) {
+        last_error = std::string("Neptune internal error: ") + e.what();
+        return NEPTUNE_OPS_ERROR_INTERNAL;
+    } catch (...) {
+        last_error = "Neptune internal error: an unknown exception";
+        return NEPTUNE_OPS_ERROR_INTERNAL;
+    }
+}
+
+/** A per-operator entry: its tensors, each checked for NULL, to neptune_ops_call. */
+int call_op(const char *op, std::initializer_list<const neptune_ops_tensor *> ins,
+            std::initializer_list<const neptune_ops_tensor *> outs, void *stream) {
+    return guarded([&] {
+        const Variant &first = variant_at(variants_of(op)[0]);
+        std::vector<neptune_ops_tensor> in, out;
+        auto take = [&](std::initializer_list<const neptune_ops_tensor *> ts, const std::vector<std::string> &names,
+                        std::vector<neptune_ops_tensor> &into) {
+            for (const neptune_ops_tensor *t : ts) {
+                if (!t) fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string(op) + ": " + names[into.size()] + " is NULL (the tensor)");
+                into.push_back(*t);
+            }
+        };
+        take(ins, first.input_names, in);
+        take(outs, first.output_names, out);
+        const int index = select_variant(op, in.data(), int(in.size()));
+        run_variant(index, in.data(), int(in.size()), out.data(), int(out.size()), stream);
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+}  // namespace
+
+}  // namespace neptune::ops
+
+using namespace neptune::ops;
+
+extern "C" {
+
+const char *neptune_ops_last_error(void) { return last_error.c_str(); }
+
+int neptune_ops_abi_version(void) { return NEPTUNE_OPS_ABI_VERSION; }
+
+const char *neptune_ops_version(void) { return NEPTUNE_VERSION; }
+
+int neptune_ops_num_variants(void) { return int(variants().size()); }
+
+int neptune_ops_get_variant(int index, neptune_ops_variant *out) {
+    return guarded([&] {
+        if (!out) fail(NEPTUNE_OPS_ERROR_ARGUMENT, "neptune_ops_get_variant: out is NULL");
+        const Variant &v = variant_at(index);
+        const bool attention = v.is_attention();
+        const neptune::AttentionSpec &a = v.attention();
+        *out = neptune_ops_variant{};
+        out->name = v.library->name;
+        out->op = v.library->op;
+        out->family = family_name(v.spec.family);
+        out->kernels = v.kernels.c_str();
+        out->inputs = v.inputs.c_str();
+        out->outputs = v.outputs.c_str();
+        out->signature = v.signature.c_str();
+        out->device = v.library->device;
+        out->dtype = ops_dtype(v.spec.dtype);
+        out->head_dim_qk = attention ? a.head_dim_qk : 0;
+        out->head_dim_v = attention ? a.head_dim_v : 0;
+        out->group = v.group;
+        out->decode = attention && a.decode ? 1 : 0;
+        out->mask = attention ? mask_name(a.mask) : "";
+        out->window = attention ? a.window : 0;
+        out->score_mod = attention ? mod_name(a.mod) : "";
+        out->softcap = attention ? a.softcap : 0.0;
+        out->scale = attention ? a.score_scale() : 0.0;
+        const bool norm = v.spec.family == neptune::Family::LayerNorm || v.spec.family == neptune::Family::RmsNorm;
+        out->eps = norm ? v.spec.eps : 0.0;
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+int neptune_ops_select(const char *op, const neptune_ops_tensor *inputs, int num_inputs, int *index) {
+    return guarded([&] {
+        if (!index) fail(NEPTUNE_OPS_ERROR_ARGUMENT, "neptune_ops_select: index is NULL");
+        *index = select_variant(op, inputs, num_inputs);
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int num_inputs, neptune_ops_tensor *outputs,
+                              int num_outputs) {
+    return guarded([&] {
+        const Variant &v = variant_at(index);
+        const neptune::OperatorInstance inst = check_call(v, inputs, num_inputs, false);
+        if (num_outputs != int(inst.outputs.size()) || (num_outputs > 0 && !outputs))
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT, v.spec.name + ": room for " + std::to_string(num_outputs) + " outputs given, " +
+                                                 std::to_string(inst.outputs.size()) + " needed (" + v.outputs + ")");
+        for (size_t i = 0; i < inst.outputs.size(); i++) {
+            neptune_ops_tensor &o = outputs[i];
+            const neptune::TensorDesc &d = inst.outputs[i];
+            o.dtype = ops_dtype(d.dtype);
+            o.device = v.library->device;
+            o.ndim = int32_t(d.shape.size());
+            std::fill(std::begin(o.shape), std::end(o.shape), int64_t(0));
+            std::copy(d.shape.begin(), d.shape.end(), o.shape);
+        }
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+int neptune_ops_run(int index, const neptune_ops_tensor *inputs, int num_inputs, const neptune_ops_tensor *outputs,
+                    int num_outputs, void *stream) {
+    return guarded([&] {
+        run_variant(index, inputs, num_inputs, outputs, num_outputs, stream);
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+int neptune_ops_call(const char *op, const neptune_ops_tensor *inputs, int num_inputs, const neptune_ops_tensor *outputs,
+                     int num_outputs, void *stream) {
+    return guarded([&] {
+        run_variant(select_variant(op, inputs, num_inputs), inputs, num_inputs, outputs, num_outputs, stream);
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+#define NEPTUNE_OPS_DEFINE_ATTENTION(op)                                                                           \
+    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v,    \
+                         const neptune_ops_tensor *out, void *stream) {                                            \
+        return call_op(#op, {q, k, v}, {out}, stream);                                                             \
+    }
+#define NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(op)                                                                     \
+    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v,    \
+                         const neptune_ops_tensor *slopes, const neptune_ops_tensor *out, void *stream) {          \
+        return call_op(#op, {q, k, v, slopes}, {out}, stream);                                                     \
+    }
+NEPTUNE_OPS_DEFINE_ATTENTION(prefill_global)
+NEPTUNE_OPS_DEFINE_ATTENTION(prefill_causal)
+NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(prefill_alibi)
+NEPTUNE_OPS_DEFINE_ATTENTION(prefill_gqa)
+NEPTUNE_OPS_DEFINE_ATTENTION(prefill_softcap)
+NEPTUNE_OPS_DEFINE_ATTENTION(prefill_windowed)
+NEPTUNE_OPS_DEFINE_ATTENTION(decode_causal)
+NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(decode_alibi)
+NEPTUNE_OPS_DEFINE_ATTENTION(decode_gqa)
+NEPTUNE_OPS_DEFINE_ATTENTION(decode_softcap)
+
+int neptune_ops_softmax(const neptune_ops_tensor *x, const neptune_ops_tensor *y, void *stream) {
+    return call_op("softmax", {x}, {y}, stream);
+}
+int neptune_ops_logsumexp(const neptune_ops_tensor *x, const neptune_ops_tensor *lse, void *stream) {
+    return call_op("logsumexp", {x}, {lse}, stream);
+}
+int neptune_ops_cross_entropy(const neptune_ops_tensor *x, const neptune_ops_tensor *labels, const neptune_ops_tensor *loss,
+                              void *stream) {
+    return call_op("cross_entropy", {x, labels}, {loss}, stream);
+}
+int neptune_ops_layernorm(const neptune_ops_tensor *x, const neptune_ops_tensor *gamma, const neptune_ops_tensor *beta,
+                          const neptune_ops_tensor *y, void *stream) {
+    return call_op("layernorm", {x, gamma, beta}, {y}, stream);
+}
+int neptune_ops_rmsnorm(const neptune_ops_tensor *x, const neptune_ops_tensor *gamma, const neptune_ops_tensor *y,
+                        void *stream) {
+    return call_op("rmsnorm", {x, gamma}, {y}, stream);
+}
+int neptune_ops_performer(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v,
+                          const neptune_ops_tensor *features, const neptune_ops_tensor *out, void *stream) {
+    return call_op("performer", {q, k, v, features}, {out}, stream);
+}
+
+int neptune_ops_get_device_info(neptune_ops_device_info *out) {
+    return guarded([&] {
+        if (!out) fail(NEPTUNE_OPS_ERROR_ARGUMENT, "neptune_ops_get_device_info: out is NULL");
+        neptune_device_info info{};
+        if (neptune_get_device_info(&info) != NEPTUNE_OK)
+            fail(NEPTUNE_OPS_ERROR_DEVICE, std::string("no GPU: ") + neptune_last_error());
+        *out = neptune_ops_device_info{};
+        static_assert(sizeof(out->name) == sizeof(info.name), "the device name is copied whole");
+        std::memcpy(out->name, info.name, sizeof(out->name));
+        out->name[sizeof(out->name) - 1] = '\0';
+        out->cc_major = info.cc_major;
+        out->cc_minor = info.cc_minor;
+        out->sm_count = info.sm_count;
+        out->l2_bytes = info.l2_bytes;
+        out->total_memory = int64_t(info.total_memory);
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+int neptune_ops_synchronize(void) {
+    return guarded([] {
+        if (neptune_synchronize() != NEPTUNE_OK) fail(NEPTUNE_OPS_ERROR_DEVICE, neptune_last_error());
+        return int(NEPTUNE_OPS_OK);
+    });
+}
+
+}  // extern "C"
