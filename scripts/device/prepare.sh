@@ -7,10 +7,13 @@ cd "$root"
 build=${NEPTUNE_BUILD_DIR:-build}
 mkdir -p .devrun
 cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_bench
-# GPU tests, and the lessons that run kernels when a GPU is there (they link libHalide, shipped below).
+# GPU tests, and the lessons that run kernels when a GPU is there (6 to 8 link libHalide, shipped below;
+# 9 and 10 link AOT libraries only), and the family apps (AOT libraries only).
 for t in "$build"/test/test_correctness_gpu_* "$build"/test/runtime/test_runtime_gpu_* "$build"/test/device/test_device_gpu_* \
          "$build"/test/generator/test_generator_gpu_* "$build"/test/generator/test_generator_aot_extern \
-         "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* "$build"/tutorials/lesson_08_*; do
+         "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* "$build"/tutorials/lesson_08_* \
+         "$build"/tutorials/lesson_09_generator "$build"/tutorials/lesson_10_custom_score_modifier \
+         "$build"/apps/attention "$build"/apps/softmax "$build"/apps/layernorm; do
   [ -f "$t" ] && [ -x "$t" ] && cp "$t" .devrun/ && strip ".devrun/$(basename "$t")"
 done
 lib=deps/halide-21.0.0/halide/lib64/libHalide.so

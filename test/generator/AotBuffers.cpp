@@ -9,22 +9,11 @@
 
 #include "Compare.h"
 #include "neptune/reference/Reference.h"
+#include "neptune/runtime/HalideBuffers.h"
 
 namespace neptune::testing {
 
 namespace {
-
-halide_type_t type_of(DType t) {
-    switch (t) {
-    case DType::F16: return halide_type_t(halide_type_float, 16);
-    case DType::BF16: return halide_type_t(halide_type_bfloat, 16);
-    case DType::F32: return halide_type_t(halide_type_float, 32);
-    case DType::I32: return halide_type_t(halide_type_int, 32);
-    }
-    return halide_type_t(halide_type_float, 32);
-}
-
-std::vector<int> extents(const TensorDesc &d) { return std::vector<int>(d.shape.rbegin(), d.shape.rend()); }
 
 std::mutex lock;
 std::vector<std::string> &messages() {
@@ -45,12 +34,7 @@ const bool installed = [] {
 
 }  // namespace
 
-Halide::Runtime::Buffer<void> host_buffer(const HostTensor &t) {
-    Halide::Runtime::Buffer<void> b(type_of(t.desc.dtype), extents(t.desc));
-    t.store(b.data());
-    b.set_host_dirty();
-    return b;
-}
+Halide::Runtime::Buffer<void> host_buffer(const HostTensor &t) { return to_runtime_buffer(t); }
 
 Halide::Runtime::Buffer<void> poisoned_buffer(const TensorDesc &d) {
     HostTensor t(d);
@@ -61,9 +45,7 @@ Halide::Runtime::Buffer<void> poisoned_buffer(const TensorDesc &d) {
 HostTensor read_buffer(Halide::Runtime::Buffer<void> &b, const TensorDesc &d) {
     // An error of the kernels surfaces here at the latest (launches are asynchronous).
     REQUIRE_MESSAGE(b.copy_to_host() == 0, "copying " << d.name << " back failed: " << all_messages());
-    HostTensor t(d);
-    t.load(b.data());
-    return t;
+    return from_runtime_buffer(b, d);
 }
 
 void check_library(const OperatorInstance &inst, const LibraryCall &call, const RunOptions &o) {
