@@ -31,7 +31,9 @@
 #include <HalideBuffer.h>
 #include <HalideRuntimeCuda.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -66,6 +68,13 @@ Buffer<void> to_buffer(const HostTensor &t) { return to_runtime_buffer(t); }
 HostTensor from_buffer(Buffer<void> &b, const TensorDesc &d) {
     b.copy_to_host();  // a no-op for host results; the GPU library leaves its output on the device
     return from_runtime_buffer(b, d);
+}
+
+// An output filled with NaN first: an element the library does not write fails the comparison.
+Buffer<void> poisoned(const TensorDesc &d) {
+    HostTensor t(d);
+    std::fill(t.values.begin(), t.values.end(), NAN);
+    return to_buffer(t);
 }
 
 }  // namespace
@@ -108,14 +117,15 @@ int main() {
 
     {
         // The host library: one call, like any C function. It returns 0 or a Halide error code.
-        Buffer<void> out = to_buffer(HostTensor(inst.outputs[0]));
+        Buffer<void> out = poisoned(inst.outputs[0]);
         const auto t0 = std::chrono::steady_clock::now();
         const int rc = lesson_09_window_host(q, k, v, out);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const ErrorStats e = compare(from_buffer(out, inst.outputs[0]).values, ref[0].values);
         std::printf("host library: returned %d in %.1f ms (CPU); vs fp64: relative RMS %.1e\n", rc, ms, e.rel_rms());
-        // Prints: host library: returned 0 in 4.2 ms (CPU); vs fp64: relative RMS 2.1e-04
-        // The error is f16's rounding of the output: the CPU form computes in f32.
+        // Prints: host library: returned 0 in 690.0 ms (CPU); vs fp64: relative RMS 2.0e-04
+        // The error is f16's rounding of the output: the CPU form computes in f32. It is there to
+        // check results anywhere, not to be fast: its schedule is the simplest (reductions at root).
         ok = ok && rc == 0 && e.nonfinite == 0 && e.rel_rms() < 1e-3;
     }
 
@@ -127,7 +137,7 @@ int main() {
         if (neptune_cuda_available()) {
             Buffer<void> qd = to_buffer(inputs[0]), kd = to_buffer(inputs[1]), vd = to_buffer(inputs[2]);
             for (Buffer<void> *b : {&qd, &kd, &vd}) b->copy_to_device(halide_cuda_device_interface());
-            Buffer<void> out = to_buffer(HostTensor(inst.outputs[0]));
+            Buffer<void> out = poisoned(inst.outputs[0]);
             const int rc = lesson_09_window(qd, kd, vd, out);
             const ErrorStats e = compare(from_buffer(out, inst.outputs[0]).values, ref[0].values);
             std::printf("GPU library: returned %d; vs fp64: relative RMS %.1e %s\n", rc, e.rel_rms(),
