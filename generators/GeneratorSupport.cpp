@@ -1,5 +1,6 @@
 #include "GeneratorSupport.h"
 
+#include "neptune/Directives.h"
 #include "neptune/Error.h"
 #include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Algorithms.h"
@@ -31,6 +32,19 @@ std::vector<Halide::Func> input_funcs(const Signature &s) {
 }
 
 Halide::Expr input_extent(const Signature &s, size_t input, int dim) { return s.inputs.at(input)->dim(dim).extent(); }
+
+void require_cuda_target(const Halide::Target &target, const std::string &generator) {
+    if (!target.has_feature(Halide::Target::CUDA))
+        throw CompileError(generator + ": backend=gpu needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
+}
+
+Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
+                         ExternOptions options, const std::string &generator) {
+    if (backend == Backend::Host) return lower_to_cpu({output})[0];
+    require_cuda_target(target, generator);
+    options.user_context = target.has_feature(Halide::Target::UserContext);
+    return extern_stages({output}, options)[0];
+}
 
 void schedule_host(const Halide::Func &output) {
     schedule_reductions_at_root({output});

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Halide.h"
+#include "neptune/Compile.h"
 #include "neptune/Error.h"
 #include "neptune/Operators.h"
 
@@ -37,6 +38,9 @@ struct Signature {
 /** Declares the signature; call it from the Generator's configure(). */
 Signature declare_signature(Halide::Internal::GeneratorBase &generator, const OperatorSpec &spec);
 
+/** Throws CompileError naming `generator` unless `target` can run backend=gpu. */
+void require_cuda_target(const Halide::Target &target, const std::string &generator);
+
 /** The parameters every Neptune generator has, and its signature. */
 template <typename G>
 class NeptuneGenerator : public Halide::Generator<G> {
@@ -49,12 +53,37 @@ public:
 
 protected:
     /** Throws CompileError unless the target can run backend=gpu. */
-    void require_cuda() {
-        if (!this->get_target().has_feature(Halide::Target::CUDA))
-            throw CompileError(this->name() + ": backend=gpu needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
-    }
+    void require_cuda() { require_cuda_target(this->get_target(), this->name()); }
     Signature sig_;
 };
+
+/** `output`, which reads a fused group (fuse_reduction applied), compiled for `backend`: host, the
+ * group's fused CPU form (lower_to_cpu; schedule it with schedule_host); gpu, Neptune's kernels as
+ * an extern stage of the pipeline (extern_stages with `options`, its user_context from the target).
+ * Throws CompileError naming `generator` for gpu without a CUDA target. Call it from generate():
+ * the stage replaces the output Func, which Halide allows only while outputs are being defined. */
+Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
+                         ExternOptions options, const std::string &generator);
+
+/** What attention's buffers must agree on, checked by the library on every call before any work
+ * (Generator::add_requirement: halide_error_code_requirement_failed and a message): q and k share
+ * the head dim, v has k's keys and heads, q, k and v share the batch, and k's heads divide q's.
+ * Halide's bounds checks catch buffers too small; these catch the rest, which would otherwise be
+ * read in part (a k with more heads than q, or a longer head dim) and give a wrong answer.
+ * `In` is a generator input of 4-D buffers, q(d, i, h, b) and k, v(d, j, hkv, b). */
+template <typename In>
+void require_attention_shapes(Halide::Internal::GeneratorBase &g, const In &q, const In &k, const In &v) {
+    const Halide::Expr hq = q.dim(2).extent(), hkv = k.dim(2).extent();
+    g.add_requirement(hkv > 0 && hq % hkv == 0, "q's heads must be a multiple of k's; q has", hq, "and k", hkv);
+    g.add_requirement(k.dim(0).extent() == q.dim(0).extent(), "k's head dim must be q's; q has", q.dim(0).extent(),
+                      "and k", k.dim(0).extent());
+    g.add_requirement(v.dim(1).extent() == k.dim(1).extent() && v.dim(2).extent() == hkv,
+                      "v must have k's keys and heads; k has", k.dim(1).extent(), "keys and", hkv, "heads, v",
+                      v.dim(1).extent(), "and", v.dim(2).extent());
+    g.add_requirement(k.dim(3).extent() == q.dim(3).extent() && v.dim(3).extent() == q.dim(3).extent(),
+                      "q, k and v must have one batch; q has", q.dim(3).extent(), ", k", k.dim(3).extent(), ", v",
+                      v.dim(3).extent());
+}
 
 /** The inputs as Funcs, and their extents, for algorithms::build_from. */
 std::vector<Halide::Func> input_funcs(const Signature &s);

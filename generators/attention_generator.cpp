@@ -80,22 +80,20 @@ public:
         choice.tile = tile > 0 ? int(tile) : (G::decode ? 32 : 64);
         choice.chunks = chunks > 0 ? chunks : 4;  // the CPU form's chunks; the GPU picks its own at run time
         algorithms::fuse_operator(s, f, choice);
-        if (backend == Backend::Host) {
-            output_ = lower_to_cpu(f.outputs)[0];
-        } else {
-            this->require_cuda();
-            ExternOptions o;
-            o.head_dim_qk = s.attention.head_dim_qk;
-            o.head_dim_v = s.attention.head_dim_v;
-            o.group = G::decode ? std::max(int(group), 1) : int(group);
-            o.warps = warps;
-            o.stages = stages;
-            o.min_blocks = min_blocks;
-            o.chunks = chunks;
-            o.user_context = this->get_target().has_feature(Halide::Target::UserContext);
-            output_ = extern_stages(f.outputs, o)[0];
-        }
+        ExternOptions o;
+        o.head_dim_qk = s.attention.head_dim_qk;
+        o.head_dim_v = s.attention.head_dim_v;
+        o.group = G::decode ? std::max(int(group), 1) : int(group);
+        o.warps = warps;
+        o.stages = stages;
+        o.min_blocks = min_blocks;
+        o.chunks = chunks;
+        output_ = lower_fused(f.outputs[0], backend, this->get_target(), o, this->name());
         *sig_.outputs[0] = output_;
+        require_attention_shapes(*this, *sig_.inputs[0], *sig_.inputs[1], *sig_.inputs[2]);
+        if (s.attention.mod == ScoreMod::Alibi)
+            this->add_requirement(sig_.inputs[3]->dim(0).extent() == sig_.inputs[0]->dim(2).extent(),
+                                  "slopes must have one value per query head:", sig_.inputs[0]->dim(2).extent());
     }
 
     void schedule_output() {

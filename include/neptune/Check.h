@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "neptune/CheckRows.h"
 #include "neptune/HostTensor.h"
 
 namespace neptune {
@@ -19,28 +20,11 @@ struct CheckOptions {
     double work_budget = 2e9;  // reference flops to spend; every row is checked when the whole fits
 };
 
-/** A contiguous run of rows [first, first + count), inside one row block. */
-using RowRun = std::pair<int64_t, int64_t>;
-
-/** Every row (one run per row block) if the reference of all rows fits in `work_budget` flops,
- * else runs spread over evenly spaced row blocks (first and last included), at their start,
- * a third, two thirds and end. */
-std::vector<RowRun> choose_rows(const OperatorInstance &inst, double work_budget);
-
-struct OutputCheck {
-    std::string output;
-    ErrorStats error;  // against the fp64 reference
-};
-
 struct CheckResult {
     std::vector<RowRun> runs;
     int64_t rows_checked = 0;
     std::vector<OutputCheck> outputs;
 };
-
-/** Each output of `actual` against `expected` over the rows of `runs`. */
-std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::vector<RowRun> &runs,
-                                      const std::vector<HostTensor> &actual, const std::vector<HostTensor> &expected);
 
 /** Runs the plain Halide algorithm of inst.spec on the CPU and compares it with the fp64 reference. */
 CheckResult check_algorithm_on_cpu(const OperatorInstance &inst, const CheckOptions &options = {});

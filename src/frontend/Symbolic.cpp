@@ -359,7 +359,10 @@ Split split_monomial(const Context &ctx, const Monomial &m) {
 
 namespace {
 
-int precedence(const Expr &e) {
+// Casts print as their value (pretty), so they bind as it does: float(a + b) on the right of a
+// minus needs its parentheses.
+int precedence(Expr e) {
+    while (const HI::Cast *c = e.as<HI::Cast>()) e = c->value;
     if (e.as<HI::Add>() || e.as<HI::Sub>()) return 1;
     if (e.as<HI::Mul>() || e.as<HI::Div>()) return 2;
     if (e.as<HI::EQ>() || e.as<HI::NE>() || e.as<HI::LT>() || e.as<HI::LE>() || e.as<HI::GT>() || e.as<HI::GE>())

@@ -8,16 +8,12 @@
 #include <mutex>
 
 #include "Compare.h"
-#include "core/HalideTypes.h"
 #include "neptune/reference/Reference.h"
+#include "neptune/runtime/HalideBuffers.h"
 
 namespace neptune::testing {
 
 namespace {
-
-using internal::halide_type_of;
-
-std::vector<int> extents(const TensorDesc &d) { return std::vector<int>(d.shape.rbegin(), d.shape.rend()); }
 
 std::mutex lock;
 std::vector<std::string> &messages() {
@@ -38,12 +34,7 @@ const bool installed = [] {
 
 }  // namespace
 
-Halide::Runtime::Buffer<void> host_buffer(const HostTensor &t) {
-    Halide::Runtime::Buffer<void> b(halide_type_of(t.desc.dtype), extents(t.desc));
-    t.store(b.data());
-    b.set_host_dirty();
-    return b;
-}
+Halide::Runtime::Buffer<void> host_buffer(const HostTensor &t) { return to_runtime_buffer(t); }
 
 Halide::Runtime::Buffer<void> poisoned_buffer(const TensorDesc &d) {
     HostTensor t(d);
@@ -54,9 +45,7 @@ Halide::Runtime::Buffer<void> poisoned_buffer(const TensorDesc &d) {
 HostTensor read_buffer(Halide::Runtime::Buffer<void> &b, const TensorDesc &d) {
     // An error of the kernels surfaces here at the latest (launches are asynchronous).
     REQUIRE_MESSAGE(b.copy_to_host() == 0, "copying " << d.name << " back failed: " << all_messages());
-    HostTensor t(d);
-    t.load(b.data());
-    return t;
+    return from_runtime_buffer(b, d);
 }
 
 void check_library(const OperatorInstance &inst, const LibraryCall &call, const RunOptions &o) {

@@ -3,6 +3,8 @@
 // libraries and Halide's runtime only: no libHalide, no other build step.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "AotBuffers.h"
 #include "cross_entropy_host.h"
 #include "decode_gqa_host.h"
@@ -69,4 +71,34 @@ TEST_CASE("aot host: a label out of range is the library's error, not a wrong lo
     clear_messages();
     CHECK(cross_entropy_host(x, labels, loss) == halide_error_code_requirement_failed);
     CHECK(all_messages().find("label out of range") != std::string::npos);
+}
+
+TEST_CASE("aot host: attention buffers that disagree are refused, not read in part") {
+    // Each buffer is large enough for every access, so Halide's bounds checks pass: only the
+    // generator's requirements stand between these shapes and a wrong answer.
+    auto zeros = [](std::vector<int> extents) {
+        Halide::Runtime::Buffer<void> b(halide_type_t(halide_type_float, 16), extents);
+        std::memset(b.data(), 0, b.size_in_bytes());
+        return b;
+    };
+    Halide::Runtime::Buffer<void> q = zeros({128, 5, 2, 1}), k = zeros({128, 5, 2, 1}), v = zeros({128, 5, 2, 1});
+    Halide::Runtime::Buffer<void> out = zeros({128, 5, 2, 1});
+    struct Case {
+        Halide::Runtime::Buffer<void> k, v;
+        const char *message;
+    };
+    const std::vector<Case> cases = {
+        {zeros({128, 5, 4, 1}), zeros({128, 5, 4, 1}), "q's heads must be a multiple of k's; q has 2 and k 4"},
+        {zeros({256, 5, 2, 1}), v, "k's head dim must be q's; q has 128 and k 256"},
+        {k, zeros({128, 9, 2, 1}), "v must have k's keys and heads"},
+        {zeros({128, 5, 2, 2}), zeros({128, 5, 2, 2}), "q, k and v must have one batch"},
+    };
+    for (const Case &c : cases) {
+        clear_messages();
+        Halide::Runtime::Buffer<void> ck = c.k, cv = c.v;
+        CHECK(prefill_causal_host(q, ck, cv, out) == halide_error_code_requirement_failed);
+        CHECK_MESSAGE(all_messages().find(c.message) != std::string::npos, all_messages());
+    }
+    clear_messages();
+    CHECK(prefill_causal_host(q, k, v, out) == 0);
 }
