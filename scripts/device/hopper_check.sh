@@ -5,7 +5,7 @@
 # suite. Logs into $OUT.
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-timeout 120 .devrun/test_device_gpu_hopper_ops > "$out/hopper_ops.txt" 2>&1
+timeout 120 .devrun-aot/test_device_gpu_hopper_ops > "$out/hopper_ops.txt" 2>&1
 echo "== hopper_ops exit $?"; tail -n 24 "$out/hopper_ops.txt"
 for spec in "$@"; do
   name=$(echo "$spec" | tr ' ,' '__')

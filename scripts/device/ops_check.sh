@@ -7,10 +7,10 @@
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 for t in test_ops_gpu_ops test_ops_abi; do
-  timeout 300 ".devrun/$t" > "$out/$t.txt" 2>&1
+  timeout 300 "${DEVRUN:-.devrun-aot}/$t" > "$out/$t.txt" 2>&1
   echo "== $t exit $?"; grep -E "test cases|assertions|ERROR|device:" "$out/$t.txt" | head -12
 done
-PYTHONPATH=python timeout 300 python3 test/ops/python_ops_test.py .devrun/libneptune_ops.so > "$out/python_ops.txt" 2>&1
+PYTHONPATH=python timeout 300 python3 test/ops/python_ops_test.py "${DEVRUN:-.devrun-aot}"/libneptune_ops.so > "$out/python_ops.txt" 2>&1
 echo "== python_ops_test exit $?"; grep -E "^Ran|^OK|FAIL|Error|skipped" "$out/python_ops.txt" | head -12
 ops=("$@")
 [ ${#ops[@]} -eq 0 ] && ops=(prefill_causal decode_gqa)

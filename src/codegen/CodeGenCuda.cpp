@@ -62,11 +62,19 @@ public:
         if (const auto *op = e.as<HI::Add>()) return bin(op->a, "+", op->b);
         if (const auto *op = e.as<HI::Sub>()) return bin(op->a, "-", op->b);
         if (const auto *op = e.as<HI::Mul>()) return bin(op->a, "*", op->b);
+        // Halide's integer division and modulus are Euclidean, C's truncate: bounds of skipped
+        // tiles divide negative numbers.
         if (const auto *op = e.as<HI::Div>()) {
-            // Halide's integer division floors; the emitter's integer operands are non-negative.
-            return bin(op->a, "/", op->b);
+            if (op->type.is_float()) return bin(op->a, "/", op->b);
+            return "nd::div_euclid(" + print(op->a) + ", " + print(op->b) + ")";
         }
-        if (const auto *op = e.as<HI::Mod>()) return bin(op->a, "%", op->b);
+        if (const auto *op = e.as<HI::Mod>()) {
+            if (op->type.is_float()) {
+                const std::string a = print(op->a), b = print(op->b);
+                return "((" + a + ") - (" + b + ") * floorf((" + a + ") / (" + b + ")))";
+            }
+            return "nd::mod_euclid(" + print(op->a) + ", " + print(op->b) + ")";
+        }
         if (const auto *op = e.as<HI::Min>())
             return (op->type.is_float() ? "fminf(" : "min(") + print(op->a) + ", " + print(op->b) + ")";
         if (const auto *op = e.as<HI::Max>())

@@ -65,6 +65,7 @@ std::atomic<neptune_halide_trace_fn> trace_fn{nullptr};
 // through halide_cuda_get_stream.
 thread_local void *current_stream = nullptr;
 std::atomic<neptune_halide_error_fn> jit_reporter{nullptr};
+std::atomic<bool> exiting{false};  // set by an atexit handler: the process is ending
 
 std::string type_name(int code, int bits) {
     const char *c = code == halide_type_int ? "i" : code == halide_type_uint ? "u" : code == halide_type_float ? "f" : "bf";
@@ -213,6 +214,9 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
         b->set_host_dirty(false);
     } else if (!b->device || b->host_dirty() || b->device_interface != cuda) {
         if (!b->host && !b->device) return fail(halide_error_code_host_is_null, "has neither host nor device memory");
+        // Without device memory the host holds the only values, dirty flag or not (a buffer filled
+        // through data() has none): Halide's copy_to_device copies only a dirty host.
+        if (!b->device) b->set_host_dirty(true);
         if (cuda->copy_to_device(uc, b, cuda) != 0)
             return fail(halide_error_code_copy_to_device_failed, "copying it to the GPU failed");
     }
@@ -470,7 +474,19 @@ void *extern_function_address(int num_buffers) {
 extern "C" {
 
 int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool create) {
-    (void)create;  // Neptune's context always exists once the driver is up
+    // create == false is Halide's teardown (halide_cuda_device_release, also run from a destructor at
+    // exit): hand over the context if there is one and touch nothing else. At exit hand over none,
+    // so Halide releases nothing: its cuCtxPushCurrent may fail there and report through the
+    // application's error handler, whose objects are destroyed by then (a double free was the
+    // result); the process's end frees the device anyway.
+    if (!create) {
+        *cuda_context = neptune::interop::exiting.load() ? nullptr : neptune_context_if_initialized();
+        return 0;
+    }
+    // Registered at the first use, so it runs before the destructors of everything constructed
+    // earlier (the application's globals) and before Halide's own destructor.
+    static const bool watch_exit = [] { return std::atexit([] { neptune::interop::exiting = true; }) == 0; }();
+    (void)watch_exit;
     *cuda_context = nullptr;
     if (neptune_get_context(cuda_context) != NEPTUNE_OK) {
         return neptune::interop::report(user_context, "", false, halide_error_code_gpu_device_error,

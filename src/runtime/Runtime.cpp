@@ -93,6 +93,7 @@ State &state() {
 }
 
 std::once_flag init_once;
+std::atomic<bool> init_done{false};
 thread_local std::string last_error;
 
 int fail(int code, std::string message) {
@@ -235,7 +236,10 @@ const char *neptune_last_error(void) { return last_error.c_str(); }
 
 int neptune_init(void) {
     State &s = state();
-    std::call_once(init_once, [&s] { s.init_code = initialize(s, s.init_message); });
+    std::call_once(init_once, [&s] {
+        s.init_code = initialize(s, s.init_message);
+        init_done.store(true, std::memory_order_release);
+    });
     if (s.init_code != NEPTUNE_OK) return fail(s.init_code, s.init_message);
     // Every thread needs a current context; a thread without one gets Neptune's, one with its own keeps it.
     CUcontext current = nullptr;
@@ -254,6 +258,12 @@ int neptune_get_context(void **context) {
     if (int rc = neptune_init()) return rc;
     *context = state().context;
     return NEPTUNE_OK;
+}
+
+void *neptune_context_if_initialized(void) {
+    // init_done is set after the once-call finished, so init_code and context are final when read.
+    const State &s = state();
+    return init_done.load(std::memory_order_acquire) && s.init_code == NEPTUNE_OK ? s.context : nullptr;
 }
 
 int neptune_check_device_pointer(const void *dptr) {

@@ -117,6 +117,7 @@ TEST_CASE("interpret: the sm_90a programs (wgmma, TMA by plane and row, releases
                                      {2, 70, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a},
                                      {1, 200, 64, 128, 77, 0, 0, 3, GpuArch::Sm90a},
                                      {1, 260, 64, 64, 0, 100, 64, 3, GpuArch::Sm90a},
+                                     {2, 300, 64, 64, 0, 96, 0, 3, GpuArch::Sm90a},  // both window edges in one tile
                                      {1, 50, 64, 64, 0, 0, 0, 3, GpuArch::Sm90a}};  // one KV tile: no steady loop
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;

@@ -106,6 +106,19 @@ NEPTUNE_DEVICE_INLINE float fast_tanh(float x) {
     return r;
 }
 
+/** Halide's integer division and modulus (Euclidean: the remainder is never negative, so the
+ * quotient floors for a positive divisor), which C's truncating `/` and `%` are not for negative
+ * operands: tile bounds such as (p - window - 127) / 128 go negative. A constant power-of-two
+ * divisor compiles to shifts. */
+NEPTUNE_DEVICE_INLINE int div_euclid(int a, int b) {
+    const int q = a / b, r = a % b;
+    return r >= 0 ? q : (b > 0 ? q - 1 : q + 1);
+}
+NEPTUNE_DEVICE_INLINE int mod_euclid(int a, int b) {
+    const int r = a % b;
+    return r >= 0 ? r : r + (b > 0 ? b : -b);
+}
+
 // ---- Warp and CTA helpers ------------------------------------------------------------------------
 
 NEPTUNE_DEVICE_INLINE int warp_id() {

@@ -38,6 +38,11 @@ int neptune_cuda_available(void);
  * as Halide's CUDA runtime (see NeptuneHalide.h). */
 int neptune_get_context(void **context);
 
+/** Neptune's context if neptune_init() has succeeded, else NULL; never initializes, never calls the
+ * driver, never sets neptune_last_error(). For teardown code (Halide's runtime releases its device
+ * state from a destructor at exit, when the driver and thread-local state may be gone). */
+void *neptune_context_if_initialized(void);
+
 /** NEPTUNE_OK if `dptr` is device memory of Neptune's context; NEPTUNE_ERROR_INVALID_ARGUMENT with a
  * message if it is not device memory, or belongs to another context (another runtime's own context). */
 int neptune_check_device_pointer(const void *dptr);
