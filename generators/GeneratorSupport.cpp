@@ -33,14 +33,17 @@ std::vector<Halide::Func> input_funcs(const Signature &s) {
 
 Halide::Expr input_extent(const Signature &s, size_t input, int dim) { return s.inputs.at(input)->dim(dim).extent(); }
 
-void require_cuda_target(const Halide::Target &target, const std::string &generator) {
+void require_cuda_target(const Halide::Target &target, const std::string &generator, const char *backend) {
     if (!target.has_feature(Halide::Target::CUDA))
-        throw CompileError(generator + ": backend=gpu needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
+        throw CompileError(generator + ": backend=" + backend + " needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
 }
 
 Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
                          ExternOptions options, const std::string &generator) {
     if (backend == Backend::Host) return lower_to_cpu({output})[0];
+    if (backend == Backend::Unfused)
+        throw CompileError(generator + ": backend=unfused (the plain algorithm on Halide's CUDA backend) is offered by "
+                                       "the attention generators; use gpu or host here");
     require_cuda_target(target, generator);
     options.user_context = target.has_feature(Halide::Target::UserContext);
     return extern_stages({output}, options)[0];

@@ -2,11 +2,13 @@
 #define NEPTUNE_GENERATORS_GENERATOR_SUPPORT_H
 /** \file
  * What Neptune's generators share: the element-type and backend parameters, inputs and outputs
- * declared from an operator's tensors (neptune/Operators.h), and the three ways a fused group is
- * compiled into the library:
- *   gpu   attention: Neptune's kernels as an extern stage (neptune/Compile.h);
- *         other families: the fused CPU form scheduled for Halide's CUDA backend;
- *   host  the fused CPU form for the host (checkable on any machine).
+ * declared from an operator's tensors (neptune/Operators.h), and the ways an operator is compiled
+ * into the library:
+ *   gpu      attention: Neptune's kernels as an extern stage (neptune/Compile.h);
+ *            other families: the fused CPU form scheduled for Halide's CUDA backend;
+ *   host     the fused CPU form for the host (checkable on any machine);
+ *   unfused  attention: the plain algorithm, no directive, on Halide's CUDA backend (every reduction
+ *            its own kernels, the scores materialised): the "no fusion" ablation of the benchmark.
  * No I/O, references or benchmarks here (STYLE.md §2.11). */
 #include <string>
 #include <vector>
@@ -18,10 +20,11 @@
 
 namespace neptune::generators {
 
-enum class Backend { Gpu, Host };
+enum class Backend { Gpu, Host, Unfused };
 
 inline const std::map<std::string, Backend> &backend_names() {
-    static const std::map<std::string, Backend> m = {{"gpu", Backend::Gpu}, {"host", Backend::Host}};
+    static const std::map<std::string, Backend> m = {
+        {"gpu", Backend::Gpu}, {"host", Backend::Host}, {"unfused", Backend::Unfused}};
     return m;
 }
 
@@ -38,8 +41,8 @@ struct Signature {
 /** Declares the signature; call it from the Generator's configure(). */
 Signature declare_signature(Halide::Internal::GeneratorBase &generator, const OperatorSpec &spec);
 
-/** Throws CompileError naming `generator` unless `target` can run backend=gpu. */
-void require_cuda_target(const Halide::Target &target, const std::string &generator);
+/** Throws CompileError naming `generator` unless `target` can run `backend` (gpu, unfused: CUDA). */
+void require_cuda_target(const Halide::Target &target, const std::string &generator, const char *backend = "gpu");
 
 /** The parameters every Neptune generator has, and its signature. */
 template <typename G>
@@ -60,7 +63,8 @@ protected:
 /** `output`, which reads a fused group (fuse_reduction applied), compiled for `backend`: host, the
  * group's fused CPU form (lower_to_cpu; schedule it with schedule_host); gpu, Neptune's kernels as
  * an extern stage of the pipeline (extern_stages with `options`, its user_context from the target).
- * Throws CompileError naming `generator` for gpu without a CUDA target. Call it from generate():
+ * Throws CompileError naming `generator` for gpu without a CUDA target, and for unfused (which
+ * only the attention generators offer: they skip the directive). Call it from generate():
  * the stage replaces the output Func, which Halide allows only while outputs are being defined. */
 Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
                          ExternOptions options, const std::string &generator);

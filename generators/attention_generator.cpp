@@ -1,9 +1,10 @@
 // Attention as Halide Generators: prefill (rolling update, FlashAttention-like) and decode (split-K
 // update, FlashDecoding-like). backend=gpu compiles the fused group into Neptune's kernels, an extern
-// stage of the pipeline; backend=host compiles its fused CPU form. Inputs are the suite's tensors
-// (OPERATORS.md §1): q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] with ALiBi; output
-// out [B, Hq, Sq, Dv]. Batch, heads and sequence lengths are run-time extents; the head dims are
-// compile-time (the kernels are specialised for them).
+// stage of the pipeline; backend=host compiles its fused CPU form; backend=unfused the plain
+// algorithm on Halide's CUDA backend, without the directive (the benchmark's "no fusion" ablation).
+// Inputs are the suite's tensors (OPERATORS.md §1): q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D],
+// slopes [Hq] with ALiBi; output out [B, Hq, Sq, Dv]. Batch, heads and sequence lengths are run-time
+// extents; the head dims are compile-time (the kernels are specialised for them).
 #include "GeneratorSupport.h"
 #include "neptune/Compile.h"
 #include "neptune/Directives.h"
@@ -75,6 +76,15 @@ public:
      * output Func, which Halide allows only while outputs are defined, so this runs in generate();
      * the Halide schedules of the other stages are in schedule(). */
     void fuse_and_lower(const OperatorSpec &s, algorithms::OperatorFuncs &f, int chunks) {
+        if (backend == Backend::Unfused) {
+            // The ablation: no directive, so row_sum and acc wait for the final row_max and every
+            // reduction is a kernel of its own (schedule_output).
+            require_cuda_target(this->get_target(), this->name(), "unfused");
+            output_ = f.outputs[0];
+            *sig_.outputs[0] = output_;
+            require_shapes(s);
+            return;
+        }
         algorithms::FusionChoice choice;
         choice.variant = G::decode ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
         choice.tile = tile > 0 ? int(tile) : (G::decode ? 32 : 64);
@@ -90,6 +100,10 @@ public:
         o.chunks = chunks;
         output_ = lower_fused(f.outputs[0], backend, this->get_target(), o, this->name());
         *sig_.outputs[0] = output_;
+        require_shapes(s);
+    }
+
+    void require_shapes(const OperatorSpec &s) {
         require_attention_shapes(*this, *sig_.inputs[0], *sig_.inputs[1], *sig_.inputs[2]);
         if (s.attention.mod == ScoreMod::Alibi)
             this->add_requirement(sig_.inputs[3]->dim(0).extent() == sig_.inputs[0]->dim(2).extent(),
@@ -98,6 +112,7 @@ public:
 
     void schedule_output() {
         if (backend == Backend::Host) schedule_host(output_);
+        if (backend == Backend::Unfused) schedule_cuda(output_);
     }
 
 protected:
@@ -129,7 +144,7 @@ public:
     }
 
     void schedule() {
-        if (q_scaled_.defined() && backend == Backend::Gpu) schedule_gpu_pointwise(q_scaled_);
+        if (q_scaled_.defined() && backend != Backend::Host) schedule_gpu_pointwise(q_scaled_);
         schedule_output();
     }
 

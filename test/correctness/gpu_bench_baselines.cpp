@@ -1,5 +1,6 @@
 // The benchmark's native baselines on the GPU: the unfused cuBLAS path (S = Q K^T, our softmax,
-// O = P V) for every attention operator at odd shapes against the fp64 reference, with a tiny
+// O = P V) and the unfused algorithm's Halide CUDA libraries (halide_unfused) for every attention
+// operator at odd shapes against the fp64 reference, the cuBLAS path with a tiny
 // workspace too so the rows go through many chunks and partial row blocks; and one whole point as
 // profile measures it (Neptune and the native baselines, checked and timed interleaved). Skips (77)
 // without a GPU.
@@ -53,6 +54,22 @@ TEST_CASE("gpu bench baselines: unfused cuBLAS attention matches fp64 on every o
     }
     const OperatorInstance bf = small("prefill_gqa", 1, 130, DType::BF16);
     check_against_reference(bf, *make_cublas_unfused(bf, GpuOptions{}), InputStyle::Normal);
+}
+
+TEST_CASE("gpu bench baselines: the unfused algorithm on Halide's CUDA backend matches fp64 on every operator") {
+    for (const char *op : {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap",
+                           "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap"}) {
+        const bool decode = std::string(op).rfind("decode", 0) == 0;
+        OperatorSpec s = *find_operator(op);
+        const int group = s.attention.q_heads / s.attention.kv_heads;
+        s.attention.kv_heads = 2;
+        s.attention.q_heads = 2 * group;
+        // The windowed library is compiled for the suite's window: a sequence longer than it.
+        const int64_t seq = s.attention.mask == Mask::Window ? 4200 : decode ? 1000 : 301;
+        const OperatorInstance inst = instantiate(s, decode ? 2 : 1, seq);
+        std::unique_ptr<NativeImpl> impl = make_halide_unfused(inst, GpuOptions{});
+        check_against_reference(inst, *impl, InputStyle::RisingScores);
+    }
 }
 
 TEST_CASE("gpu bench baselines: chunks of a small workspace give the same attention") {
