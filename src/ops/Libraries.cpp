@@ -1,8 +1,9 @@
 // The table of libneptune_ops.so's AOT libraries (Libraries.h). prefill_gqa is prefill_causal with
 // other head counts, which are run-time extents: it shares prefill_causal's libraries. Decode
 // libraries are compiled for their operator's grouping (decode_gqa 8, decode_softcap 2, else 1).
-// cross_entropy has a host library only: Halide cannot compile its label check into a CUDA kernel
-// (an internal error, "append_string", in CodeGen_LLVM when the generator runs with backend=gpu).
+// cross_entropy has a host variant only here: its GPU library checks the labels on the host (Halide
+// cannot compile the check's message into a CUDA kernel), so it needs labels in host memory, and
+// this ABI's GPU variants take device memory.
 #include "ops/Libraries.h"
 
 #include "cross_entropy_host.h"

@@ -11,6 +11,7 @@
 
 #include "AotBuffers.h"
 #include "Compare.h"
+#include "cross_entropy.h"
 #include "decode_gqa.h"
 #include "layernorm.h"
 #include "logsumexp.h"
@@ -141,6 +142,8 @@ TEST_CASE("gpu aot: the row-wise families and Performer on Halide's CUDA backend
                         [](Buffers &i, Buffers &o) { return softmax(i[0], o[0]); }, false);
         check_on_device(instantiate(*find_operator("logsumexp"), 7, cols),
                         [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
+        check_on_device(instantiate(*find_operator("cross_entropy"), 7, cols),
+                        [](Buffers &i, Buffers &o) { return cross_entropy(i[0], i[1], o[0]); }, false);
         check_on_device(instantiate(*find_operator("layernorm"), 7, cols),
                         [](Buffers &i, Buffers &o) { return layernorm(i[0], i[1], i[2], o[0]); }, false);
         check_on_device(instantiate(*find_operator("rmsnorm"), 7, cols),
@@ -152,4 +155,17 @@ TEST_CASE("gpu aot: the row-wise families and Performer on Halide's CUDA backend
     p.features = 64;
     check_on_device(instantiate(p, 2, 200), [](Buffers &i, Buffers &o) { return performer(i[0], i[1], i[2], i[3], o[0]); },
                     false);
+}
+
+TEST_CASE("gpu aot: the GPU cross_entropy library refuses a label out of range before its kernels run") {
+    // Halide cannot compile the check's message into a CUDA kernel: the generator computes it on the
+    // host (the labels need host memory), ahead of the loss kernels.
+    const OperatorInstance inst = instantiate(*find_operator("cross_entropy"), 3, 10);
+    std::vector<HostTensor> in = make_inputs(inst, 5);
+    in[1].values[2] = -1;
+    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]), loss = poisoned_buffer(inst.outputs[0]);
+    REQUIRE(x.copy_to_device(halide_cuda_device_interface()) == 0);
+    clear_messages();
+    CHECK(cross_entropy(x, labels, loss) == halide_error_code_requirement_failed);
+    CHECK(all_messages().find("label out of range") != std::string::npos);
 }
