@@ -35,7 +35,12 @@ void report_to_jit(void *user_context, const char *message) {
 }
 
 int32_t jit_acquire_context(Halide::JITUserContext *user_context, void **cuda_context, bool create) {
-    (void)create;
+    // create == false is Halide's device_release: no driver start-up and no error report there
+    // (NeptuneHalide.h's AOT override does the same).
+    if (!create) {
+        *cuda_context = neptune_context_if_initialized();
+        return 0;
+    }
     *cuda_context = nullptr;
     if (neptune_get_context(cuda_context) == NEPTUNE_OK) return 0;
     const std::string m = std::string("Neptune: Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error();
