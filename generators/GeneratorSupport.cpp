@@ -90,11 +90,39 @@ void schedule_gpu_pointwise(Halide::Func f) {
     gpu_loops(f, pure, f.name());
 }
 
+namespace {
+
+/** Whether a pure Func checks its values with Halide::require (its message cannot be compiled into a
+ * CUDA kernel: Halide stops with an internal error, append_string). */
+class FindRequire : public HI::IRGraphVisitor {
+public:
+    using HI::IRGraphVisitor::visit;
+    bool found = false;
+
+private:
+    void visit(const HI::Call *c) override {
+        found = found || c->is_intrinsic(HI::Call::require);
+        HI::IRGraphVisitor::visit(c);
+    }
+};
+
+bool has_require(const HI::Function &fn) {
+    FindRequire f;
+    for (const Halide::Expr &e : fn.values()) e.accept(&f);
+    return f.found;
+}
+
+}  // namespace
+
 void schedule_cuda(const Halide::Func &output) {
     std::map<std::string, HI::Function> env = HI::find_transitive_calls(output.function());
     env.emplace(output.name(), output.function());
     for (auto &[name, fn] : env) {
-        if (!fn.has_update_definition() && name != output.name()) continue;  // pure: inlined
+        if (!fn.has_update_definition() && name != output.name()) {
+            // Pure: inlined, except checks of the inputs' values, which run at root on the host.
+            if (has_require(fn)) Halide::Func(fn).compute_root();
+            continue;
+        }
         if (fn.has_extern_definition()) continue;
         Halide::Func f(fn);
         f.compute_root();

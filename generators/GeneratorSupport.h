@@ -55,8 +55,10 @@ public:
     GeneratorParam<Halide::Type> dtype{"dtype", Halide::Float(16)};
 
 protected:
-    /** Throws CompileError unless the target can run backend=gpu. */
-    void require_cuda() { require_cuda_target(this->get_target(), this->name()); }
+    /** Throws CompileError unless the target can run this backend (gpu or unfused: CUDA). */
+    void require_cuda() {
+        require_cuda_target(this->get_target(), this->name(), backend == Backend::Unfused ? "unfused" : "gpu");
+    }
     Signature sig_;
 };
 

@@ -79,7 +79,7 @@ public:
         if (backend == Backend::Unfused) {
             // The ablation: no directive, so row_sum and acc wait for the final row_max and every
             // reduction is a kernel of its own (schedule_output).
-            require_cuda_target(this->get_target(), this->name(), "unfused");
+            this->require_cuda();
             output_ = f.outputs[0];
             *sig_.outputs[0] = output_;
             require_shapes(s);

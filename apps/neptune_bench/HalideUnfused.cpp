@@ -84,6 +84,10 @@ public:
         (void)installed;
         for (const TensorDesc &t : inst.inputs) wrap(t);
         for (const TensorDesc &t : inst.outputs) wrap(t);
+        // The arguments in the library's order (its metadata): inputs, then outputs. The buffers have
+        // device memory only, so Halide copies nothing on a call.
+        const halide_filter_metadata_t *m = lib_.metadata();
+        for (int a = 0; a < m->num_arguments; a++) args_.push_back(tensor(m->arguments[a].name).buffer.raw_buffer());
         timer_ = std::make_unique<EventTimer>();
     }
 
@@ -157,22 +161,15 @@ private:
         throw std::logic_error("halide_unfused: no tensor " + name);
     }
 
-    // The arguments in the library's order (its metadata), which is the operator's: inputs, then outputs.
     void call() {
-        const halide_filter_metadata_t *m = lib_.metadata();
-        std::vector<void *> args;
-        for (int a = 0; a < m->num_arguments; a++) {
-            Tensor &t = tensor(m->arguments[a].name);
-            if (m->arguments[a].kind == halide_argument_kind_input_buffer) t.buffer.set_device_dirty();
-            args.push_back(t.buffer.raw_buffer());
-        }
-        take_messages();
-        if (const int rc = lib_.call(args.data()))
-            throw std::runtime_error(std::string(m->name) + " returned " + std::to_string(rc) + ": " + take_messages());
+        if (const int rc = lib_.call(args_.data()))
+            throw std::runtime_error(std::string(lib_.metadata()->name) + " returned " + std::to_string(rc) + ": " +
+                                     take_messages());
     }
 
     OperatorInstance inst_;
     const Library &lib_;
+    std::vector<void *> args_;  // halide_buffer_t pointers into tensors_
     // Released also when the constructor throws after some were allocated.
     struct Tensors {
         std::vector<Tensor> all;

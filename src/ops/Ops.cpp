@@ -19,9 +19,9 @@
 
 #include "neptune/NeptuneOps.h"
 #include "neptune/Operators.h"
+#include "neptune/runtime/HalideBuffers.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "core/HalideTypes.h"
 #include "ops/Libraries.h"
 #include "ops/OpsDType.h"
 
@@ -109,8 +109,6 @@ const char *abi_dtype_name(int t) {
     return "an unknown dtype";
 }
 
-using internal::dtype_of;
-using internal::halide_type_of;
 
 std::string shape_text(const int64_t *shape, int ndim) {
     std::string s = "[";
@@ -208,7 +206,7 @@ Variant make_variant(const Library &lib) {
         const halide_filter_argument_t &a = md->arguments[i];
         (a.kind == halide_argument_kind_output_buffer ? outs : ins).push_back(&a);
     }
-    if (!ins.empty() && !dtype_of(ins[0]->type, v.spec.dtype))
+    if (!ins.empty() && !dtype_of_runtime_type(ins[0]->type, v.spec.dtype))
         v.broken = std::string(lib.name) + ": its first input has an element type the ABI does not know";
     if (v.is_attention() && v.attention().decode) v.group = v.attention().q_heads / v.attention().kv_heads;
     const OperatorInstance inst = placeholder_instance(v);
@@ -221,7 +219,7 @@ Variant make_variant(const Library &lib) {
         for (size_t i = 0; i < ts.size(); i++) {
             DType t;
             if (args[i]->kind == halide_argument_kind_input_scalar || args[i]->dimensions != int(ts[i].shape.size()) ||
-                !dtype_of(args[i]->type, t) || t != ts[i].dtype || (inputs && ts[i].name != args[i]->name))
+                !dtype_of_runtime_type(args[i]->type, t) || t != ts[i].dtype || (inputs && ts[i].name != args[i]->name))
                 return false;
         }
         return true;
@@ -457,7 +455,7 @@ struct WrappedBuffer {
 
 void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t, const TensorDesc &d, bool input,
           WrappedBuffer &w) {
-    w.buffer.type = halide_type_of(d.dtype);
+    w.buffer.type = halide_runtime_type(d.dtype);
     w.buffer.dimensions = t.ndim;
     w.buffer.dim = w.dims.data();
     int32_t stride = 1;

@@ -23,6 +23,16 @@ inline halide_type_t halide_runtime_type(DType t) {
     return halide_type_t(halide_type_float, 32);
 }
 
+/** The element type whose Halide runtime type is `t`; false when there is none. */
+inline bool dtype_of_runtime_type(const halide_type_t &t, DType &out) {
+    for (DType d : {DType::F16, DType::BF16, DType::F32, DType::I32})
+        if (halide_runtime_type(d) == t) {
+            out = d;
+            return true;
+        }
+    return false;
+}
+
 /** A dense host buffer holding `t`'s values, marked host-dirty (copy_to_device moves it). */
 inline Halide::Runtime::Buffer<void> to_runtime_buffer(const HostTensor &t) {
     Halide::Runtime::Buffer<void> b(halide_runtime_type(t.desc.dtype),
