@@ -73,7 +73,8 @@ std::string take_messages() {
 
 class HalideUnfused : public NativeImpl {
 public:
-    HalideUnfused(const OperatorInstance &inst, const Library &lib) : inst_(inst), lib_(lib) {
+    HalideUnfused(const OperatorInstance &inst, const Library &lib, int64_t max_call_scores)
+        : inst_(inst), lib_(lib) {
         check_runtime(neptune_init(), "CUDA");
         static const bool installed = [] {
             halide_set_error_handler(keep_message);
@@ -84,10 +85,7 @@ public:
         (void)installed;
         for (const TensorDesc &t : inst.inputs) wrap(t);
         for (const TensorDesc &t : inst.outputs) wrap(t);
-        // The arguments in the library's order (its metadata): inputs, then outputs. The buffers have
-        // device memory only, so Halide copies nothing on a call.
-        const halide_filter_metadata_t *m = lib_.metadata();
-        for (int a = 0; a < m->num_arguments; a++) args_.push_back(tensor(m->arguments[a].name).buffer.raw_buffer());
+        plan_calls(max_call_scores);
         timer_ = std::make_unique<EventTimer>();
     }
 
@@ -129,7 +127,8 @@ public:
     std::string describe() const override {
         std::ostringstream os;
         os << "halide_unfused: " << lib_.metadata()->name << " (Halide's CUDA backend, " << lib_.metadata()->target
-           << "), every reduction its own kernels, device allocations reused\n";
+           << "), every reduction its own kernels, device allocations reused, " << calls_.size()
+           << (calls_.size() == 1 ? " call\n" : " calls on (batch, head) chunks: Halide's extents are int32\n");
         return os.str();
     }
 
@@ -161,15 +160,68 @@ private:
         throw std::logic_error("halide_unfused: no tensor " + name);
     }
 
+    /** A halide_buffer_t's extents and strides are int32, and so are those of the f32 scores the
+     * library allocates (batch x heads x queries x keys elements): past 2^31 - 1 Halide refuses them.
+     * So the operator runs as one call per chunk of (batch, query heads), each on crops of the
+     * buffers (their mins kept, so the head index the ALiBi slope reads stays global), with whole
+     * GQA groups per chunk; one call where everything fits. */
+    void plan_calls(int64_t limit) {
+        const AttentionSpec &a = inst_.spec.attention;
+        const int64_t per_head = inst_.input("q").shape[2] * inst_.input("k").shape[2];
+        const int group = a.q_heads / a.kv_heads;
+        const int64_t heads_fit = std::max<int64_t>(limit / per_head, 1);
+        int hc = a.q_heads, bc = int(inst_.batch);
+        // The algorithm maps query heads to KV heads by the ratio of their extents: whole groups only.
+        if (heads_fit < group)
+            throw Unsupported("one GQA group's scores (" + std::to_string(group * per_head) +
+                              ") exceed Halide's int32 extents");
+        if (heads_fit < a.q_heads) {  // head chunks of even size, whole groups each
+            const int groups = a.kv_heads, fit = int(heads_fit / group);
+            const int chunks = (groups + fit - 1) / fit;
+            hc = (groups + chunks - 1) / chunks * group;
+            bc = 1;
+        } else {
+            const int64_t batches_fit = heads_fit / a.q_heads;
+            const int64_t chunks = (inst_.batch + batches_fit - 1) / batches_fit;
+            bc = int((inst_.batch + chunks - 1) / chunks);
+        }
+        const halide_filter_metadata_t *m = lib_.metadata();
+        for (int b0 = 0; b0 < inst_.batch; b0 += bc)
+            for (int h0 = 0; h0 < a.q_heads; h0 += hc) {
+                Call c;
+                const int nb = std::min(bc, int(inst_.batch) - b0), nh = std::min(hc, a.q_heads - h0);
+                const bool whole = nb == inst_.batch && nh == a.q_heads;
+                for (int i = 0; i < m->num_arguments; i++) {
+                    const Halide::Runtime::Buffer<void> &full = tensor(m->arguments[i].name).buffer;
+                    if (whole) {
+                        c.buffers.push_back(full);
+                    } else {
+                        const int heads = full.dim(full.dimensions() == 1 ? 0 : 2).extent();
+                        const int ratio = a.q_heads / heads;  // 1, or the group for K and V
+                        // slopes [Hq] take the query heads' crop, the 4-D tensors [D, S, H, B] both.
+                        Halide::Runtime::Buffer<void> crop =
+                            full.dimensions() == 1 ? full.cropped(0, h0, nh)
+                                                   : full.cropped(3, b0, nb).cropped(2, h0 / ratio, nh / ratio);
+                        if (!crop.has_device_allocation())
+                            throw std::runtime_error("halide_unfused: cropping " + std::string(m->arguments[i].name) +
+                                                     " on the device failed: " + take_messages());
+                        c.buffers.push_back(std::move(crop));
+                    }
+                }
+                for (Halide::Runtime::Buffer<void> &b : c.buffers) c.args.push_back(b.raw_buffer());
+                calls_.push_back(std::move(c));
+            }
+    }
+
     void call() {
-        if (const int rc = lib_.call(args_.data()))
-            throw std::runtime_error(std::string(lib_.metadata()->name) + " returned " + std::to_string(rc) + ": " +
-                                     take_messages());
+        for (Call &c : calls_)
+            if (const int rc = lib_.call(c.args.data()))
+                throw std::runtime_error(std::string(lib_.metadata()->name) + " returned " + std::to_string(rc) +
+                                         ": " + take_messages());
     }
 
     OperatorInstance inst_;
     const Library &lib_;
-    std::vector<void *> args_;  // halide_buffer_t pointers into tensors_
     // Released also when the constructor throws after some were allocated.
     struct Tensors {
         std::vector<Tensor> all;
@@ -180,12 +232,24 @@ private:
             }
         }
     } tensors_;
+    /** One library call: its arguments in the library's order (its metadata: inputs, then outputs),
+     * the whole buffers or crops of them, which hold device memory only, so Halide copies nothing.
+     * Declared after tensors_, so the crops go before the buffers they refer to. */
+    struct Call {
+        std::vector<Halide::Runtime::Buffer<void>> buffers;
+        std::vector<void *> args;  // their halide_buffer_t pointers
+    };
+    std::vector<Call> calls_;
     std::unique_ptr<EventTimer> timer_;
 };
 
 }  // namespace
 
 std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, const GpuOptions &) {
+    return make_halide_unfused(inst, (int64_t(1) << 31) - 1);
+}
+
+std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, int64_t max_call_scores) {
     const OperatorSpec &s = inst.spec;
     if (s.family != Family::Attention) throw Unsupported("attention operators only");
     if (s.with_row_stats) throw Unsupported("computes the attention output only, not row statistics");
@@ -202,7 +266,7 @@ std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, co
     if (score_bytes > 16.0 * (1ull << 30))
         throw Unsupported("materialises " + std::to_string(int64_t(score_bytes / (1ull << 30))) +
                           " GiB of f32 scores; this baseline stops at 16 GiB (batch x heads x queries x keys x 4 B)");
-    return std::make_unique<HalideUnfused>(inst, *lib);
+    return std::make_unique<HalideUnfused>(inst, *lib, max_call_scores);
 }
 
 }  // namespace neptune::bench

@@ -37,7 +37,7 @@ std::unique_ptr<NativeImpl> make_neptune(const OperatorInstance &inst, const Gpu
 const std::vector<NativeEntry> &native_baselines() {
     using Make = std::unique_ptr<NativeImpl> (*)(const OperatorInstance &, const GpuOptions &);
     static const std::vector<NativeEntry> all = {{"cublas_unfused", static_cast<Make>(make_cublas_unfused)},
-                                                 {"halide_unfused", make_halide_unfused}};
+                                                 {"halide_unfused", static_cast<Make>(make_halide_unfused)}};
     return all;
 }
 

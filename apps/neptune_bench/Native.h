@@ -60,6 +60,9 @@ std::string cublas_library();
 const char *cublas_softmax_source();
 /** The unfused algorithm compiled by Halide's CUDA backend (HalideUnfused.cpp). */
 std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, const GpuOptions &opt);
+/** The same, with at most `max_call_scores` scores per library call (Halide's int32 extents: 2^31 - 1
+ * by default): above it the operator runs in (batch, head) chunks. A test makes it small. */
+std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, int64_t max_call_scores);
 
 /** Per implementation, `warmup` untimed calls, then `repeats` rounds in each of which every
  * implementation is timed once, in an order that rotates from round to round (so clock drift and
