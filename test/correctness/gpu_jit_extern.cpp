@@ -7,11 +7,17 @@
 
 #include <cmath>
 
+#include <sstream>
+#include <string>
+
 #include "Compare.h"
 #include "neptune/Compile.h"
+#include "neptune/Half.h"
 #include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Schedules.h"
 #include "neptune/reference/Reference.h"
+#include "neptune/runtime/NeptuneHalide.h"
+#include "neptune/runtime/NeptuneRuntime.h"
 
 using namespace neptune;
 using namespace neptune::testing;
@@ -59,6 +65,34 @@ void check_operator(const OperatorInstance &inst, int group) {
     check_close("out", read(out, inst.outputs[0]), reference::compute(inst, in)[0], attention_tolerance);
 }
 
+// What Neptune's stage was handed, for the failure message: every buffer's memory, flags and
+// dimensions, and the RMS of the first f16 values of the device memory of each input (read after the
+// stage ran, so a zero RMS says the producer's values were not there).
+std::string extern_calls;
+void record_call(const neptune_halide_trace_event *e) {
+    if (e->bounds_query) return;
+    std::ostringstream os;
+    os << e->stage << " (" << e->kernel_set << ") returned " << e->result << ":";
+    neptune_synchronize();
+    for (int i = 0; i < e->num_buffers; i++) {
+        const halide_buffer_t *b = e->buffers[i];
+        os << "\n  " << e->buffer_names[i] << ": device " << (b->device ? "yes" : "no") << ", host "
+           << (b->host ? "yes" : "no") << ", host dirty " << b->host_dirty() << ", device dirty " << b->device_dirty()
+           << ", dims";
+        for (int d = 0; d < b->dimensions; d++)
+            os << " [" << b->dim[d].min << ", " << b->dim[d].extent << ", stride " << b->dim[d].stride << "]";
+        if (b->device && b->type.bits == 16) {
+            std::vector<uint16_t> first(4096);
+            if (neptune_memcpy_dtoh(first.data(), reinterpret_cast<void *>(uintptr_t(b->device)), first.size() * 2) == 0) {
+                double ss = 0;
+                for (uint16_t h : first) ss += double(f16_to_float(h)) * f16_to_float(h);
+                os << ", rms of its first 4096 values on the device " << std::sqrt(ss / 4096);
+            }
+        }
+    }
+    extern_calls += os.str() + "\n";
+}
+
 /** A JIT pipeline with Halide CUDA stages around Neptune's: q pre-scaled by 0.5 before it (the
  * score scale doubled to match), the output doubled after it; on device buffers throughout. */
 void check_mixed_pipeline(bool before, bool after) {
@@ -98,8 +132,20 @@ void check_mixed_pipeline(bool before, bool after) {
         REQUIRE(bound.back().copy_to_device(Halide::DeviceAPI::CUDA, gpu_jit_target()) == 0);
         params[t].set(bound.back());
     }
+    if (before) {
+        // Halide's stage alone in a JIT pipeline of its own: q halved (exact in f16).
+        Halide::Buffer<> halved = to_halide_buffer(in[0]);
+        q_in.realize(halved, gpu_jit_target());
+        HostTensor want_q = in[0];
+        for (double &x : want_q.values) x *= 0.5;
+        check_close("q_in", read(halved, inst.inputs[0]), want_q, Tolerance{1e-6, 1e-6});
+    }
     Halide::Buffer<> out = to_halide_buffer(make_outputs(inst)[0]);
+    extern_calls.clear();
+    neptune_halide_set_trace(record_call);
     p.realize(out);
+    neptune_halide_set_trace(nullptr);
+    INFO("Neptune's stage was called with:\n" << extern_calls);
     HostTensor want = reference::compute(inst, in)[0];
     if (after)
         for (double &x : want.values) x *= 2;
