@@ -298,6 +298,11 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
     sub->add_option("--stages", o.stages, "K/V tiles in flight (cp.async stages or TMA ring buffers); 0 = default")
         ->capture_default_str()
         ->check(CLI::Range(0, 8));
+    sub->add_option("--unroll-chunks", o.unroll_chunks,
+                    "decode: unroll the combine kernel's loops over chunks by this (2 at most where a tile is "
+                    "loaded); 0 = off")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 16));
 }
 
 }  // namespace

@@ -572,6 +572,7 @@ private:
                     line("nd::cp_async_commit();");
                 }
         }
+        if (n.unroll > 1) line("#pragma unroll " + std::to_string(n.unroll));
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;
         if (!k_.producer_warps) loop_position(n);

@@ -54,6 +54,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.wgmma = opt.wgmma;
     c.overlap = opt.overlap;
     c.stages = opt.stages;
+    c.unroll_chunks = opt.unroll_chunks;
     return c;
 }
 

@@ -15,6 +15,7 @@
 #include "lower/SelectMma.h"
 #include "lower/SkipMaskedTiles.h"
 #include "lower/SpecializeWarps.h"
+#include "lower/UnrollChunkLoops.h"
 
 namespace neptune::internal {
 
@@ -95,6 +96,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("overlap_dots", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return unroll_chunk_loops(k, opt.unroll_chunks); });  // loops pipeline_loads left
+    log("unroll_chunk_loops", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
     log("plan_shared_memory", p);
     return p;

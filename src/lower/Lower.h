@@ -26,6 +26,7 @@ struct LowerOptions {
     int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
     bool wgmma = false;                       // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
     int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
+    int unroll_chunks = 1;                    // loops over global loads only (split-K combine): unroll factor; 1 off
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is

@@ -25,6 +25,7 @@ struct LoweringChoices {
     int wgmma = -1;       // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;     // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns
     int stages = 0;       // pipelined copies of K and V in flight (cp.async or TMA ring)
+    int unroll_chunks = 0;  // decode's combine: unroll factor of its loops over chunks; 0 the default (off)
 };
 
 /** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */

@@ -176,6 +176,7 @@ struct Node {
     Halide::Expr begin, end;     // CarriedLoop
     Halide::Expr cond;           // IfThen
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
+    int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
     Block body;                  // CarriedLoop, IfThen
     std::string note;            // why the statement exists, printed as a comment
 };

@@ -48,6 +48,7 @@ std::string head(const Node &n) {
     case NodeKind::CarriedLoop: {
         std::string s = "for " + n.var + " in [" + expr(n.begin) + ", " + expr(n.end) + ")";
         if (!n.carried.empty()) s += " carrying " + join(n.carried);
+        if (n.unroll > 1) s += " unrolled x" + std::to_string(n.unroll);
         return s + " {";
     }
     case NodeKind::IfThen: return "if (" + expr(n.cond) + ") {";

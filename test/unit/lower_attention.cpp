@@ -2,6 +2,8 @@
 // for sm_80 and sm_90 (no GPU needed).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "codegen/CodeGenCuda.h"
 #include "gpu/GpuOperator.h"
 #include "lower/LowerOperator.h"
@@ -74,4 +76,38 @@ TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm
                 CHECK(r.spill_loads == 0);
             }
         }
+}
+
+TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks only, and the CUDA compiles") {
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.unroll_chunks = 4;
+    const tir::Program p = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
+    tir::verify(p);
+    REQUIRE(p.kernels.size() == 2u);
+    // The partial kernel's KV loop reads shared tiles (cp.async): left alone. The combine loops over
+    // the chunks three times: row maxima (row loads only: x4), row sums and acc (acc loads a tile: x2).
+    std::vector<int> partial, combine;
+    for (const tir::Stmt &s : p.kernels[0].body)
+        if (s->kind == tir::NodeKind::CarriedLoop) partial.push_back(s->unroll);
+    for (const tir::Stmt &s : p.kernels[1].body)
+        if (s->kind == tir::NodeKind::CarriedLoop) combine.push_back(s->unroll);
+    INFO(tir::to_string(p));
+    CHECK(partial == std::vector<int>{1});
+    REQUIRE(!combine.empty());
+    CHECK(combine.front() == 4);
+    CHECK(std::count(combine.begin(), combine.end(), 2) >= 1);
+    const std::string src = internal::emit_cuda(p);
+    CHECK(src.find("#pragma unroll 4\n") != std::string::npos);
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    no.arch = "sm_90a";
+    CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_gqa_unrolled.cu", no));
+    // The default leaves every loop as it was.
+    const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000),
+                                                    internal::LoweringChoices{GpuArch::Sm90a}).program;
+    for (const tir::Kernel &k : d.kernels)
+        for (const tir::Stmt &s : k.body)
+            if (s->kind == tir::NodeKind::CarriedLoop) CHECK(s->unroll == 1);
 }
