@@ -102,9 +102,9 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
     const json meta = {{"op", inst.spec.name}, {"batch", inst.batch}, {"seq", inst.seq}, {"q_heads", at.q_heads},
                        {"kv_heads", at.kv_heads}, {"seq_q", inst.input("q").shape[2]},
                        {"seq_kv", inst.input("k").shape[2]}, {"head_dim", at.head_dim_qk},
-                       {"mask", at.mask == Mask::None ? "none" : at.mask == Mask::Causal ? "causal" : "window"},
+                       {"mask", mask_name(at.mask)},
                        {"window", at.window},
-                       {"mod", at.mod == ScoreMod::None ? "none" : at.mod == ScoreMod::Alibi ? "alibi" : "softcap"},
+                       {"mod", score_mod_name(at.mod)},
                        {"softcap", at.softcap}, {"scale", at.score_scale()}, {"decode", at.decode}};
     std::ofstream(dir + "/meta.json") << meta.dump(1);
     json jr = {{"rows", json::array()}, {"values", json::array()}};

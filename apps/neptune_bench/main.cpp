@@ -32,24 +32,6 @@ namespace {
 
 using namespace neptune;
 
-const char *mask_name(Mask m) {
-    switch (m) {
-    case Mask::None: return "none";
-    case Mask::Causal: return "causal";
-    case Mask::Window: return "window";
-    }
-    return "?";
-}
-
-const char *mod_name(ScoreMod m) {
-    switch (m) {
-    case ScoreMod::None: return "-";
-    case ScoreMod::Alibi: return "alibi";
-    case ScoreMod::Softcap: return "softcap";
-    }
-    return "?";
-}
-
 std::string operator_names() {
     std::string s;
     for (const OperatorSpec &op : operator_suite()) s += (s.empty() ? "" : ", ") + op.name;
@@ -70,7 +52,7 @@ int cmd_list() {
         const std::string shape = attn ? "batch,seq" : "rows,cols";
         fmt::print("{:<20} {:<7} {:<9} {:<8} {:<8} {}\n", op.name, heads,
                    op.family == Family::Attention ? mask_name(op.attention.mask) : "-",
-                   op.family == Family::Attention ? mod_name(op.attention.mod) : "-", shape, op.description);
+                   op.family == Family::Attention && op.attention.mod != ScoreMod::None ? score_mod_name(op.attention.mod) : "-", shape, op.description);
     }
     fmt::print("\nAttention uses head dim 128 and fp16 by default; decode operators have one query row at the "
                "last position.\n");

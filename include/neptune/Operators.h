@@ -19,6 +19,10 @@ int dtype_bytes(DType t);
 enum class Family { Attention, Softmax, LogSumExp, CrossEntropy, LayerNorm, LayerNormMatmul, RmsNorm, RmsNormMatmul, Performer };
 enum class Mask { None, Causal, Window };
 enum class ScoreMod { None, Alibi, Softcap };
+/** "none", "causal", "window" and "none", "alibi", "softcap": the names the generators' parameters,
+ * the C ABI and the benchmark's files use. */
+const char *mask_name(Mask m);
+const char *score_mod_name(ScoreMod m);
 
 /** Attention, per (b, h, query row i) at absolute position p = seq_kv - seq_q + i:
  *   s_kv = scale * (q . k_kv), then softcap: cap * tanh(s / cap), then ALiBi: s + slope_h * (kv - p),

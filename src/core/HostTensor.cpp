@@ -24,9 +24,9 @@ double round_value(DType t, double v) {
     return v;
 }
 
-}  // namespace
-
 constexpr int64_t grain = 1 << 18;  // elements per thread at least
+
+}  // namespace
 
 void HostTensor::round_to_dtype() {
     internal::parallel_for(int64_t(values.size()), grain, [this](int64_t b, int64_t e) {

@@ -15,6 +15,24 @@ const char *dtype_name(DType t) {
     return "?";
 }
 
+const char *mask_name(Mask m) {
+    switch (m) {
+    case Mask::None: return "none";
+    case Mask::Causal: return "causal";
+    case Mask::Window: return "window";
+    }
+    return "?";
+}
+
+const char *score_mod_name(ScoreMod m) {
+    switch (m) {
+    case ScoreMod::None: return "none";
+    case ScoreMod::Alibi: return "alibi";
+    case ScoreMod::Softcap: return "softcap";
+    }
+    return "?";
+}
+
 int dtype_bytes(DType t) {
     return (t == DType::F16 || t == DType::BF16) ? 2 : 4;
 }

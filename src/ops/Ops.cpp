@@ -95,8 +95,6 @@ const char *family_name(Family f) {
     return "?";
 }
 
-const char *mask_name(Mask m) { return m == Mask::None ? "none" : m == Mask::Causal ? "causal" : "window"; }
-const char *mod_name(ScoreMod m) { return m == ScoreMod::None ? "none" : m == ScoreMod::Alibi ? "alibi" : "softcap"; }
 const char *device_name(int d) { return d == NEPTUNE_OPS_CUDA ? "GPU" : d == NEPTUNE_OPS_HOST ? "host" : "unknown device"; }
 
 const char *abi_dtype_name(int t) {
@@ -588,7 +586,7 @@ int neptune_ops_get_variant(int index, neptune_ops_variant *out) {
         out->decode = attention && a.decode ? 1 : 0;
         out->mask = attention ? mask_name(a.mask) : "";
         out->window = attention ? a.window : 0;
-        out->score_mod = attention ? mod_name(a.mod) : "";
+        out->score_mod = attention ? score_mod_name(a.mod) : "";
         out->softcap = attention ? a.softcap : 0.0;
         out->scale = attention ? a.score_scale() : 0.0;
         const bool norm = v.spec.family == neptune::Family::LayerNorm || v.spec.family == neptune::Family::RmsNorm;
