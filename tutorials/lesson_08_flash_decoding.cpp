@@ -5,14 +5,15 @@
 // in order; with a batch of 1 and 8 KV heads that is 8 blocks on a GPU of 132 SMs, and the keys,
 // which are most of the memory traffic, stream through 8 SMs only. FlashDecoding cuts the keys into
 // chunks that separate blocks process at the same time, each producing a partial state (its max,
-// its sum, its weighted sum of V), and a second kernel combines the partials.
+// its sum, its weighted sum of V), and a combine step merges the partials: a second kernel, or, as
+// Neptune does by default, the last block of each group to finish.
 //
 // The combine is not written by hand either. split_k_update(P, T) asks for P chunks, each rolling
 // over tiles of T keys as in lesson 7, and Neptune derives the merge of two partial states from
 // the same repair h it derived for the rolling loop (FUSION.md §5; PERFORMANCE.md §6.1 writes the
 // same combine with log-sum-exp). This lesson picks the chunk count, applies the directive, reads
-// the two kernels of the tile program, runs them in the interpreter with a few chunk counts
-// (including more chunks than tiles), and on a GPU runs the CUDA kernels.
+// the two kernels of the tile program, folds them into one, runs both forms in the interpreter with
+// a few chunk counts (including more chunks than tiles), and on a GPU runs the CUDA kernel.
 //
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_08_flash_decoding
@@ -47,12 +48,13 @@ OperatorSpec small_decode() {
     return spec;
 }
 
-// The tile program of `spec` fused with split_k_update(chunks, 32), and the group (for describe()).
+// The tile program of `spec` fused with split_k_update(chunks, 32), and the group (for describe());
+// `fold`: the combine runs in the partial kernel (the default) rather than as a second kernel.
 struct Lowered {
     FusedReduction group;
     tir::Program program;
 };
-Lowered lower_decode(const OperatorSpec &spec, int chunks) {
+Lowered lower_decode(const OperatorSpec &spec, int chunks, bool fold) {
     algorithms::OperatorFuncs funcs = algorithms::build(spec);
     FusedReduction group = fuse_reduction({funcs.stage("acc"), funcs.stage("row_sum")},
                                           Halide::RVar(funcs.rdoms.at("kv").x))
@@ -61,6 +63,7 @@ Lowered lower_decode(const OperatorSpec &spec, int chunks) {
     internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, a.head_dim_qk,
                                                                  a.head_dim_v, /*decode*/ true, a.q_heads / a.kv_heads);
     lo.block_n = 32;
+    lo.fold_combine = fold;
     return {group, internal::lower_to_tiles(group.plan(), funcs.outputs, lo)};
 }
 
@@ -108,23 +111,27 @@ int main() {
     // How many chunks. Without splitting there are batch x KV heads = 2 blocks (the 8 query heads
     // of a group are the rows of one block's tile, so K and V are read once for all of them). The
     // tiles of 32 keys number ceil(5000 / 32) = 157. choose_split_chunks asks for about two blocks
-    // per SM, so that every SM streams keys, and no more chunks than tiles (an empty chunk costs a
-    // launch slot and a partial for nothing), capped at 64 so the combine stays short.
+    // per SM, so that every SM streams keys, but for no more than about sqrt(tiles) chunks: a block
+    // streams tiles / c tiles and the combine then walks c chunks one after another, and on the H200
+    // a tile and a chunk cost about the same (docs/perf-log.md). The count is a kernel parameter, so
+    // the program is the same for any count; only its shared memory matters here, which decides how
+    // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
     const int sms = 132;  // the H200's
-    const int chunks = internal::choose_split_chunks(2, 157, sms);
+    const int shared = lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes;
+    const int chunks = internal::choose_split_chunks(2, 157, sms, shared);
     std::printf("chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n",
-                sms, chunks, internal::choose_split_chunks(8, 256, sms));
-    // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 64; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 33
-    ok = ok && chunks == 64;
+                sms, chunks, internal::choose_split_chunks(8, 256, sms, shared));
+    // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 13; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 16
+    ok = ok && chunks == 13;
 
-    const Lowered l = lower_decode(spec, chunks);
+    const Lowered l = lower_decode(spec, chunks, /*fold*/ false);
     {
         // The directive and what Neptune derived. The repair is lesson 7's h; with split_k_update it
         // also merges the chunks: for chunk states (m_p, l_p, acc_p) and the global max m = max_p m_p,
         //   row_sum = sum_p h(l_p, m_p, m) = sum_p l_p * exp(m_p - m),   acc likewise per column.
         std::printf("%s", l.group.describe().c_str());
         // Prints (abridged):
-        //   fuse_reduction(acc, row_sum, kv): split-K update, tiles of 32, 64 chunks
+        //   fuse_reduction(acc, row_sum, kv): split-K update, tiles of 32, 13 chunks
         //     row_max(i, h, b) = max over kv of score(kv, i, h, b)
         //     acc(e, i, h, b) = + over kv of exp(score(kv, i, h, b) - select(row_max == -inf, 0, row_max))
         //                                    * v_im(e, kv, h / (q.extent.2 / k.extent.2), b)
@@ -133,7 +140,7 @@ int main() {
         //     row_sum(i, h, b) = + over kv of exp(score(kv, i, h, b) - select(row_max == -inf, 0, row_max))
         //         repair (rescale): the same h
         // h / (q.extent.2 / k.extent.2) is GQA's head mapping: query head h reads KV head h / 8.
-        ok = ok && l.group.describe().find("split-K update, tiles of 32, 64 chunks") != std::string::npos;
+        ok = ok && l.group.describe().find("split-K update, tiles of 32, 13 chunks") != std::string::npos;
     }
 
     {
@@ -158,12 +165,12 @@ int main() {
         //       acc = fill(0)
         //       row_sum = fill(0)
         //       for p in [0, chunks) carrying row_max {
-        //         row_max_p = row_load ws_row_max[base: p * n_rows + r0, stride 1, valid n_rows - r0] else -inf
+        //         row_max_p = row_load ws_row_max[base: p * n_rows + r0, stride 1, valid r_valid] else -inf
         //         row_max = row_map(max(row_max, row_max_p))
         //       }
         //       for p in [0, chunks) carrying acc {
         //         row_max_p = row_load ws_row_max[...] else 0
-        //         acc_p = load ws_acc[base: (p * n_rows + r0) * 64, stride 64, valid n_rows - r0 x 64]
+        //         acc_p = load ws_acc[base: (p * n_rows + r0) * 64, stride 64, valid r_valid x 64]
         //         acc_scale = row_map(exp(safe(row_max_p) - safe(row_max)))  // repair of chunk p
         //         acc = map(acc + select(acc_p == 0, 0, acc_p * acc_scale))
         //       }
@@ -172,12 +179,32 @@ int main() {
         //         row_sum = row_map(row_sum + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(safe(row_max_p) - safe(row_max))))  // repair of chunk p
         //       }
         //       o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
-        //       store out[base: r0 * 64, stride 64, valid n_rows - r0 x 64] = o_out
-        // The combine's block takes 16 query rows (the heads of the batch, flattened), so one
-        // kernel serves every KV group. The repair is h with the chunk's max as the old value and
+        //       store out[base: r0 * 64, stride 64, valid r_valid x 64] = o_out
+        // The combine's block takes 16 query rows (the heads of the batch, flattened; r_valid =
+        // n_rows - r0 of them are real), so one kernel serves every KV group. The repair is h with the chunk's max as the old value and
         // the global max as the new one; a partial that is 0 (an empty chunk) is added as 0, never
         // multiplied by a factor that could be infinite.
         ok = ok && l.program.kernels.size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
+    }
+
+    const Lowered folded = lower_decode(spec, chunks, /*fold*/ true);
+    {
+        // A second kernel costs a launch, and its few blocks (one per 16 rows) wait for a whole grid
+        // that ends ragged. fold_combine, the last pass before shared-memory planning, instead appends
+        // the combine's body to the partial kernel under a LastArrival: each block counts itself in
+        // ws_arrivals[b * kv_heads + hkv] once its partial state is written (and fenced), and the block
+        // that completes the count runs the combine for its own group's rows only, r0 = b * q_heads +
+        // h0 and r_valid = group, then resets the counter to 0 for the next launch.
+        const tir::Kernel &k = folded.program.kernels.at(0);
+        std::printf("folded: %zu kernel %s; %s\n", folded.program.kernels.size(), k.name.c_str(),
+                    tir::to_string(k.body.back(), false).c_str());
+        const tir::Workspace &w = folded.program.workspaces.back();
+        std::printf("workspace %s, zeroed: %s\n", w.name.c_str(), w.zeroed ? "yes" : "no");
+        // Prints:
+        //   folded: 1 kernel neptune_split_k; if last of chunks arrivals at ws_arrivals[b * kv_heads + hkv] {  // ...
+        //   workspace ws_arrivals, zeroed: yes
+        // The launcher zeroes that workspace once when it allocates it; every launch leaves it zero.
+        ok = ok && folded.program.kernels.size() == 1 && k.body.back()->kind == tir::NodeKind::LastArrival && w.zeroed;
     }
 
     {
@@ -185,18 +212,22 @@ int main() {
         // a trivial combine), and with 200 chunks for 157 tiles: 43 chunks hold no key, report
         // the identities (max -inf, sums 0), and the combine must give them no weight rather than
         // form 0 * inf.
-        for (const int p : {chunks, 1, 200}) {
-            const tir::Program prog = p == chunks ? l.program : lower_decode(spec, p).program;
-            const std::vector<HostTensor> out = interpret(prog, inst, inputs, p);
-            const ErrorStats e = compare(out[0].values, ref[0].values);
-            std::printf("%3d chunks: tile programs vs fp64, relative RMS %.1e\n", p, e.rel_rms());
-            ok = ok && e.nonfinite == 0 && e.rel_rms() < 2e-3;
-        }
+        // Both forms: the two kernels, and the folded one (the interpreter runs blocks one after
+        // another, so the last chunk of each group combines; it also checks the counters end at 0).
+        for (const int p : {chunks, 1, 200})
+            for (const bool fold : {false, true}) {
+                const tir::Program prog = p == chunks ? (fold ? folded : l).program : lower_decode(spec, p, fold).program;
+                const std::vector<HostTensor> out = interpret(prog, inst, inputs, p);
+                const ErrorStats e = compare(out[0].values, ref[0].values);
+                std::printf("%3d chunks, %-9s: tile program vs fp64, relative RMS %.1e\n", p, fold ? "folded" : "2 kernels",
+                            e.rel_rms());
+                ok = ok && e.nonfinite == 0 && e.rel_rms() < 2e-3;
+            }
         // Prints:
-        //    64 chunks: tile programs vs fp64, relative RMS 1.5e-04
-        //     1 chunks: tile programs vs fp64, relative RMS 1.6e-04
-        //   200 chunks: tile programs vs fp64, relative RMS 1.3e-04
-        // The error is that of f16 probabilities in the dot with V, whatever the split.
+        //    13 chunks, 2 kernels: tile program vs fp64, relative RMS 1.5e-04
+        //    13 chunks, folded   : tile program vs fp64, relative RMS 1.5e-04
+        //     1 chunks, ...
+        // The error is that of f16 probabilities in the dot with V, whatever the split or the form.
     }
 
     {
@@ -212,8 +243,8 @@ int main() {
         b.run(split);
         const ErrorStats e = compare(split[0].values, unfused[0].values);
         std::printf("split-K CPU form vs unfused algorithm: relative RMS %.1e\n", e.rel_rms());
-        // Prints: split-K CPU form vs unfused algorithm: relative RMS 9.9e-07
-        // More than lesson 7's rolling form: each of the 64 partials is rescaled once more in f32.
+        // Prints: split-K CPU form vs unfused algorithm: relative RMS 8.4e-07
+        // More than lesson 7's rolling form: each of the 13 partials is rescaled once more in f32.
         ok = ok && e.rel_rms() < 1e-5;
     }
 

@@ -282,9 +282,14 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
         ->check(CLI::Range(0, 8));
     sub->add_option("--unroll-chunks", o.unroll_chunks,
                     "decode: unroll the combine kernel's loops over chunks by this (2 at most where a tile is "
-                    "loaded); 0 = off")
+                    "loaded); 0 = 4, 1 = off")
         ->capture_default_str()
         ->check(CLI::Range(0, 16));
+    sub->add_option("--fold-combine", o.fold_combine,
+                    "decode: 1 the last block of each (batch, KV head) group combines the chunks (one kernel), "
+                    "0 a separate combine kernel; -1 = 1")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
 }
 
 }  // namespace

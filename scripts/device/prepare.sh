@@ -6,7 +6,9 @@
 #                   does), and libneptune_ops.so for baselines.py --neptune;
 #   prepare.sh aot  .devrun-aot/: the programs without libHalide (the AOT libraries' tests, apps and
 #                   lessons 9 and 10, the C ABI's tests and libneptune_ops.so, the device library's and
-#                   the runtime's tests): a few MB, no unpacking.
+#                   the runtime's tests): a few MB, no unpacking;
+#   prepare.sh all  both, then .devrun-all/: libHalide.so.xz and one xz tarball of both folders' programs
+#                   (about 55 MB), so that one call runs the JIT and the AOT checks.
 # scripts/device/setup_remote.sh puts both folders on LD_LIBRARY_PATH; the check scripts find their
 # programs in the folder they need.
 set -euo pipefail
@@ -25,6 +27,16 @@ pack() {  # pack FOLDER BINARY...
     if [ -f "$t" ] && [ -x "$t" ]; then cp "$t" "$dir/" && strip "$dir/$(basename "$t")"; fi
   done
 }
+if [ "${1:-}" = all ]; then
+  bash "$0" aot >/dev/null
+  bash "$0" >/dev/null
+  mkdir -p .devrun-all
+  cp .devrun/libHalide.so.xz .devrun-all/
+  tar -cf - --exclude=libHalide.so.xz --exclude=libHalide.so --exclude=sweep.json --exclude='*.sh' .devrun .devrun-aot |
+    xz -T2 -6 > .devrun-all/programs.tar.xz
+  du -sh .devrun-all
+  exit 0
+fi
 if [ "${1:-}" = aot ]; then
   mkdir -p .devrun-aot
   pack .devrun-aot "${aot[@]}"

@@ -414,9 +414,10 @@ private:
                 indent_++;
                 line("constexpr int NT_ = " + std::to_string(nt) + ";");
                 line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
+                // ld.global.cg: the partials may come from other blocks of this launch (a folded combine).
                 element_loop(ident(n.dst) + ".v[mt][nt][e] = (row < " + scalar(n.valid_rows) + " && col < " +
-                             scalar(n.valid_cols) + ") ? src_[(long long)row * " + scalar(n.row_stride) +
-                             " + col] : 0.0f;");
+                             scalar(n.valid_cols) + ") ? __ldcg(src_ + (long long)row * " + scalar(n.row_stride) +
+                             " + col) : 0.0f;");
                 indent_--;
                 line("}");
                 break;
@@ -465,8 +466,8 @@ private:
             line("{");
             indent_++;
             line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
-            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? src_[(long long)row * " +
-                     scalar(n.row_stride) + "] : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
+            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? __ldcg(src_ + (long long)row * " +
+                     scalar(n.row_stride) + ") : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
             indent_--;
             line("}");
             break;
@@ -524,6 +525,14 @@ private:
         case NodeKind::CarriedLoop: loop(n); break;
         case NodeKind::IfThen:
             line("if (" + scalar(n.cond) + ") {");
+            indent_++;
+            for (const Stmt &b : n.body) stmt(b, lc);
+            indent_--;
+            line("}");
+            break;
+        case NodeKind::LastArrival:
+            line("if (nd::last_arrival(reinterpret_cast<unsigned *>" + ptr(n.tensor, n.base) + ", unsigned(" +
+                 scalar(n.value) + "))) {");
             indent_++;
             for (const Stmt &b : n.body) stmt(b, lc);
             indent_--;

@@ -1,13 +1,31 @@
 #include "core/SplitChunks.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace neptune::internal {
 
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms) {
-    if (blocks >= sms) return int(std::max<int64_t>(1, std::min<int64_t>(tiles, blocks >= 2 * sms ? 1 : 2)));
-    const int64_t want = (2 * int64_t(sms) + blocks - 1) / std::max<int64_t>(blocks, 1);
-    return int(std::max<int64_t>(1, std::min<int64_t>({want, tiles, 64})));
+int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident) {
+    blocks = std::max<int64_t>(blocks, 1);
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(tiles, 64));
+    if (blocks < 2 * int64_t(sms)) {
+        const int64_t fill = (2 * int64_t(sms) + blocks - 1) / blocks;
+        const int64_t root = int64_t(std::ceil(std::sqrt(double(std::max<int64_t>(tiles, 1)))));
+        return int(std::max<int64_t>(1, std::min({fill, root, most})));
+    }
+    // Whole waves: with c chunks the grid is c * blocks blocks in ceil(c * blocks / slots) waves; one
+    // wave (however full) is as good as any, since every SM then streams from the start.
+    const int64_t slots = int64_t(std::max(resident, 1)) * sms;
+    int best = 1;
+    double best_fill = 0;
+    for (int c = 1; c <= std::min<int64_t>(4, most); c++) {
+        const int64_t n = c * blocks, waves = (n + slots - 1) / slots;
+        const double fill = waves == 1 ? 1.0 : double(n) / double(waves * slots);
+        if (fill > best_fill + 1e-9) best = c, best_fill = fill;
+    }
+    return best;
 }
+
+int resident_blocks(int shared_bytes) { return std::max(1, (228 * 1024) / (std::max(shared_bytes, 0) + 1024)); }
 
 }  // namespace neptune::internal

@@ -1,16 +1,25 @@
 #ifndef NEPTUNE_CORE_SPLIT_CHUNKS_H
 #define NEPTUNE_CORE_SPLIT_CHUNKS_H
 /** \file
- * How many split-K chunks a decode launch uses: one heuristic (PERFORMANCE.md §6.2, simplified),
- * Halide-free, shared by the lowering (internal::choose_split_chunks) and by the run-time launcher
- * of AOT libraries, which picks chunks per device and shape. */
+ * How many split-K chunks a decode launch uses: one heuristic, Halide-free, shared by the lowering
+ * (internal::choose_split_chunks) and by the run-time launcher of AOT libraries, which picks chunks
+ * per device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). */
 #include <cstdint>
 
 namespace neptune::internal {
 
-/** Chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs: about two
- * blocks per SM, whole tiles per chunk, at least 1. */
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms);
+/** Chunks for `blocks` (batch x KV heads) partial blocks over `tiles` KV tiles on `sms` SMs, each
+ * holding `resident` partial blocks at once (shared memory decides it):
+ *  - fewer than 2 blocks per SM: enough chunks for about two blocks per SM, but at most about
+ *    sqrt(tiles): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
+ *    costs per tile and per chunk measured about equal;
+ *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
+ * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
+int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);
+
+/** Partial blocks per SM that `shared_bytes` of shared memory each allow (228 KB per SM, 1 KB per
+ * block reserved), at least 1. */
+int resident_blocks(int shared_bytes);
 
 }  // namespace neptune::internal
 

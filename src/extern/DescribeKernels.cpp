@@ -75,7 +75,7 @@ interop::KernelSet describe_kernels(const tir::Program &p) {
         ks.ints = k.int_params;
         s.kernels.push_back(ks);
     }
-    for (const tir::Workspace &w : p.workspaces) s.workspaces.push_back({w.name, int_expr_text(w.elements)});
+    for (const tir::Workspace &w : p.workspaces) s.workspaces.push_back({w.name, int_expr_text(w.elements), w.zeroed});
     return s;
 }
 

@@ -55,6 +55,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.overlap = opt.overlap;
     c.stages = opt.stages;
     c.unroll_chunks = opt.unroll_chunks;
+    c.fold_combine = opt.fold_combine;
     return c;
 }
 
@@ -156,18 +157,19 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     if (arch == GpuArch::Sm90a && !(info.cc_major == 9 && info.cc_minor == 0))
         throw std::invalid_argument("sm_90a kernels need an sm_90 device, not compute capability " +
                                     std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
-    int chunks = 1;
-    if (a.decode) {
-        const int group = a.q_heads / a.kv_heads;
-        const int block_n = opt.block_n ? opt.block_n
-                                        : internal::default_lower_options(arch, spec.dtype, a.head_dim_qk, a.head_dim_v,
-                                                                          true, group).block_n;
-        const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
-        chunks = opt.chunks ? opt.chunks : internal::choose_split_chunks(inst.batch * a.kv_heads, tiles, info.sm_count);
-    }
-    internal::OperatorLowering lowered = internal::lower_operator(inst, choices(opt, arch, chunks));
+    // Decode's chunk count is a kernel parameter: chosen after lowering, from the partial kernel's
+    // shared memory (how many of its blocks an SM holds).
+    internal::OperatorLowering lowered = internal::lower_operator(inst, choices(opt, arch, opt.chunks ? opt.chunks : 1));
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
+    if (a.decode && !opt.chunks) {
+        const int block_n = opt.block_n ? opt.block_n
+                                        : internal::default_lower_options(arch, spec.dtype, a.head_dim_qk, a.head_dim_v,
+                                                                          true, a.q_heads / a.kv_heads).block_n;
+        const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
+        m.ints["chunks"] = internal::choose_split_chunks(inst.batch * a.kv_heads, tiles, info.sm_count,
+                                                         m.program.kernels.at(0).shared_bytes);
+    }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-
     // specialized kernels run one block per SM by design.
@@ -194,6 +196,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         check(neptune_malloc(&p, std::max<size_t>(b, 16)), ("allocating " + n).c_str());
         m.dev[n] = p;
     }
+    // Arrival counters start at zero; each launch leaves them zero.
+    for (const tir::Workspace &w : m.program.workspaces)
+        if (w.zeroed) check(neptune_memset_d8(m.dev.at(w.name), 0, m.bytes.at(w.name)), ("zeroing " + w.name).c_str());
     // TMA descriptors depend on the pointers, which stay for the operator's life: encode them once.
     for (const tir::Kernel &k : m.program.kernels) {
         std::vector<Impl::TensorMap> maps;

@@ -226,7 +226,7 @@ json to_json(const GroupDescriptor &d, bool with_images) {
                                      {"ints", k.ints}});
         }
         js["workspaces"] = json::array();
-        for (const WorkspaceSpec &w : s.workspaces) js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}});
+        for (const WorkspaceSpec &w : s.workspaces) js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}, {"zeroed", w.zeroed}});
         j["sets"].push_back(js);
     }
     return j;
@@ -282,7 +282,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
                 ks.ints = k.at("ints").get<std::vector<std::string>>();
                 s.kernels.push_back(ks);
             }
-            for (const json &w : js.at("workspaces")) s.workspaces.push_back({w.at("name"), w.at("elements")});
+            for (const json &w : js.at("workspaces")) s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>()});
             d.sets.push_back(std::move(s));
         }
     } catch (const std::exception &e) {  // json's errors and ours alike

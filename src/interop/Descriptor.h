@@ -69,6 +69,7 @@ struct KernelSpec {
 struct WorkspaceSpec {
     std::string name;
     std::string elements;
+    bool zeroed = false;  // zero when allocated; the kernels leave it zero (arrival counters)
 };
 
 /** The kernels of one GPU family: an image (cubin, fatbin or PTX) the driver loads and the launches.

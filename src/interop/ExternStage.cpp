@@ -235,7 +235,8 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     const KernelSet &set = g.desc.sets[size_t(g.set)];
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
     if (g.desc.chunks < 0) {
-        vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count);
+        vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count,
+                                                  internal::resident_blocks(set.kernels.at(0).shared_bytes));
     } else if (g.desc.chunks > 0) {
         vars["chunks"] = g.desc.chunks;
     }
@@ -257,6 +258,11 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
                 return fail(halide_error_code_device_malloc_failed, "workspace " + set.workspaces[w].name + ": " +
                                                                         neptune_last_error());
             size = bytes;
+            // Arrival counters start at zero (each launch leaves them zero); synchronous, before any
+            // launch on this stream can count in them.
+            if (set.workspaces[w].zeroed && (neptune_memset_d8(ptr, 0, bytes) != NEPTUNE_OK || neptune_synchronize() != NEPTUNE_OK))
+                return fail(halide_error_code_device_malloc_failed, "zeroing workspace " + set.workspaces[w].name + ": " +
+                                                                        neptune_last_error());
         }
         address[set.workspaces[w].name] = ptr;
     }

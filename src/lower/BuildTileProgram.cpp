@@ -67,6 +67,9 @@ public:
                 Expr n = ivar("chunks") * ivar("batch") * ivar("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
+            // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
+            p.fold = CombineFold{ivar("b") * ivar("kv_heads") + ivar("hkv"), ivar("batch") * ivar("kv_heads"), ivar("chunks"),
+                                 {{"r0", ivar("b") * ivar("q_heads") + ivar("h0")}, {"r_valid", ivar("group")}}};
         }
         return p;
     }
@@ -648,8 +651,11 @@ private:
         k.grid_x = (ivar("batch") * ivar("q_heads") + bm() - 1) / bm();
         k.grid_y = Expr(1);
         k.grid_z = Expr(1);
-        k.scalars = {{"r0", ivar("block_x") * bm()}, {"n_rows", ivar("batch") * ivar("q_heads")}};
-        const Expr valid = ivar("n_rows") - ivar("r0");
+        // r0 and r_valid are the block's rows: fold_combine rebinds them to one partial block's group.
+        k.scalars = {{"r0", ivar("block_x") * bm()},
+                     {"n_rows", ivar("batch") * ivar("q_heads")},
+                     {"r_valid", ivar("n_rows") - ivar("r0")}};
+        const Expr valid = ivar("r_valid");
         const Expr r = Halide::min(ivar("r0") + ivar("row"), ivar("n_rows") - 1);  // padding rows stay in bounds
         const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
         Block body;

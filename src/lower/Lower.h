@@ -27,6 +27,7 @@ struct LowerOptions {
     bool wgmma = false;                       // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
     int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
     int unroll_chunks = 1;                    // loops over global loads only (split-K combine): unroll factor; 1 off
+    bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
@@ -36,8 +37,9 @@ struct LowerOptions {
  * shapes and decode keep the mma.sync kernels (compiled for sm_90a). */
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
 
-/** Split-K chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs. */
-int choose_split_chunks(int64_t blocks, int64_t tiles, int sms);
+/** Split-K chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs, whose
+ * partial kernel uses `shared_bytes` of shared memory per block (core/SplitChunks.h). */
+int choose_split_chunks(int64_t blocks, int64_t tiles, int sms, int shared_bytes);
 
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are

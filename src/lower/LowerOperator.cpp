@@ -26,6 +26,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.overlap >= 0) lo.overlap = c.overlap;
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
+    if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
     if (a.decode && group > 16 * lo.warps)
         throw CompileError(spec.name + ": " + std::to_string(group) + " query heads per KV head need " +
                            std::to_string((group + 15) / 16) + " warps");

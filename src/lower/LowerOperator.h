@@ -25,7 +25,8 @@ struct LoweringChoices {
     int wgmma = -1;       // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;     // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns
     int stages = 0;       // pipelined copies of K and V in flight (cp.async or TMA ring)
-    int unroll_chunks = 0;  // decode's combine: unroll factor of its loops over chunks; 0 the default (off)
+    int unroll_chunks = 0;  // decode's combine: unroll factor of its loops over chunks; 0 the default (4), 1 off
+    int fold_combine = -1;  // decode: 1 the last block of each group combines (one kernel), 0 a combine kernel; -1: 1
 };
 
 /** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */

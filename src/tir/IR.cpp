@@ -180,6 +180,17 @@ Stmt make_turn(TurnMode mode) {
     return n;
 }
 
+Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
+                       const std::string &note) {
+    auto n = node(NodeKind::LastArrival);
+    n->tensor = counter;
+    n->base = std::move(index);
+    n->value = std::move(arrivals);
+    n->body = std::move(body);
+    n->note = note;
+    return n;
+}
+
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     auto n = node(NodeKind::DotWait);
     n->pending = pending;

@@ -19,6 +19,7 @@
  * (Release), not a new IR, and the interpreter runs both paths with the same semantics. */
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,7 +109,8 @@ struct ScalarDef {
     X(Barrier)     /* every thread of the block */                                                 \
     X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
     X(DotWait)     /* until at most `pending` asynchronous dots are in flight */                   \
-    X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */
+    X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */ \
+    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -149,7 +151,11 @@ using Block = std::vector<Stmt>;
  *  verifier checks it), so the hardware's later completion gives the same result. Dots retire in
  *  issue order: DotWait(pending = n) retires all but the n most recent. `fenced` names the register
  *  values the retired dots wrote or read, which the emitter keeps the compiler from touching early.
- *  WarpgroupTurn orders the compute warpgroups' dot issues; it has no value. */
+ *  WarpgroupTurn orders the compute warpgroups' dot issues; it has no value.
+ *  LastArrival  at the kernel's top level: the block's global writes so far become visible to every
+ *             block, then it counts its arrival in tensor[base] (a zeroed workspace word, an unsigned
+ *             count); the block whose arrival makes the count `value` resets it to 0 and runs body, which
+ *             reads what every arrived block wrote. So the count is 0 again after every launch. */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -175,9 +181,10 @@ struct Node {
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
     Halide::Expr cond;           // IfThen
+                                 // LastArrival: tensor, base (the counter), value (the arrivals), body
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
     int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
-    Block body;                  // CarriedLoop, IfThen
+    Block body;                  // CarriedLoop, IfThen, LastArrival
     std::string note;            // why the statement exists, printed as a comment
 };
 
@@ -204,6 +211,8 @@ Stmt make_barrier();
 Stmt make_release(const std::string &tile, Halide::Expr ring = Halide::Expr());
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
 Stmt make_turn(TurnMode mode);
+Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
+                       const std::string &note = "");
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 
@@ -234,11 +243,21 @@ struct Kernel {
 struct Workspace {
     std::string name;
     Halide::Expr elements;  // over the first kernel's int_params
+    bool zeroed = false;    // zero before the first launch; every launch leaves it zero (arrival counters)
+};
+/** What fold_combine needs to run a split-K combine inside the partial kernel, in the last block of
+ * each group to finish: the group's counter index, the number of groups and of arrivals per group (over
+ * the partial's scalars), and the combine kernel's block-dependent scalars (its first row, its rows)
+ * rebound over the partial's scalars, so the combine handles exactly that group's rows. */
+struct CombineFold {
+    Halide::Expr group, groups, arrivals;
+    std::map<std::string, Halide::Expr> combine_scalars;
 };
 struct Program {
     GpuArch arch = GpuArch::Sm80;  // what the kernels are compiled for
     std::vector<Kernel> kernels;
     std::vector<Workspace> workspaces;
+    std::optional<CombineFold> fold;  // split-K programs of two kernels, set by build_tile_program
 };
 
 std::string to_string(const Kernel &k);

@@ -519,6 +519,19 @@ private:
         case NodeKind::Release:
             if (s->ring.defined()) ring_release(s);
             break;
+        case NodeKind::LastArrival: {
+            // Blocks run one after another here, so every earlier block's writes are already visible.
+            double &count = element(s, index(s->base));
+            const int64_t arrivals = index(s->value);
+            if (count < 0 || count >= double(arrivals) || count != std::floor(count))
+                fail(s, "the counter holds " + std::to_string(count) + " before this arrival; it must start at 0 (a zeroed "
+                        "workspace) and count at most " + std::to_string(arrivals) + " arrivals");
+            if (++count == double(arrivals)) {
+                count = 0;
+                block(s->body);
+            }
+            break;
+        }
         case NodeKind::Barrier:
         case NodeKind::DotWait:  // asynchronous dots took effect at issue
         case NodeKind::WarpgroupTurn: break;
@@ -552,7 +565,18 @@ void interpret(const Program &p, LaunchArgs &args) {
         if (it->second->desc.dtype != DType::F32)
             throw InternalError("tir::interpret: workspace '" + w.name + "' must be an f32 tensor");
     }
+    auto check_zeroed = [&](const char *when) {
+        for (const Workspace &w : p.workspaces) {
+            if (!w.zeroed) continue;
+            for (double v : args.tensors.at(w.name)->values)
+                if (v != 0)
+                    throw InternalError("tir::interpret: workspace '" + w.name + "' must be zero " + when +
+                                        " (it counts arrivals), but holds " + std::to_string(v));
+        }
+    };
+    check_zeroed("before the launch");
     for (const Kernel &k : p.kernels) Interpreter(k, args).run();
+    check_zeroed("after the launch (the last block of each group resets its counter)");
 }
 
 }  // namespace neptune::tir

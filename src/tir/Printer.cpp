@@ -58,6 +58,8 @@ std::string head(const Node &n) {
         const char *m[] = {"begin", "take", "pass", "end"};
         return std::string("warpgroup_turn ") + m[int(n.turn)];
     }
+    case NodeKind::LastArrival:
+        return "if last of " + expr(n.value) + " arrivals at " + n.tensor + "[" + expr(n.base) + "] {";
     case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }
     return "?";
@@ -85,7 +87,7 @@ std::string comment(const Node &n) {
 void print(std::ostringstream &os, const Stmt &s, int indent, bool with_body) {
     const std::string pad(size_t(indent), ' ');
     os << pad << head(*s) << comment(*s);
-    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen) return;
+    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen && s->kind != NodeKind::LastArrival) return;
     if (with_body)
         for (const Stmt &b : s->body) {
             os << "\n";
@@ -144,7 +146,8 @@ std::string to_string(const Program &p) {
     std::ostringstream os;
     os << "program: " << p.kernels.size() << (p.kernels.size() == 1 ? " kernel" : " kernels") << " for "
        << arch_name(p.arch) << "\n";
-    for (const Workspace &w : p.workspaces) os << "  workspace " << w.name << ": f32[" << expr(w.elements) << "]\n";
+    for (const Workspace &w : p.workspaces)
+        os << "  workspace " << w.name << ": f32[" << expr(w.elements) << "]" << (w.zeroed ? ", zeroed" : "") << "\n";
     for (const Kernel &k : p.kernels) os << "\n" << to_string(k);
     return os.str();
 }

@@ -72,6 +72,7 @@ private:
     const Kernel &k_;
     std::set<std::string> names_;    // every scalar and value name: a map reads both, so they must not clash
     std::set<std::string> scalars_;  // the scalars in scope
+    int nested_ = 0;                 // loops and conditions around the statement being checked
 
     [[noreturn]] void fail(const Stmt &s, const std::string &rule) const {
         std::string where = "tir::verify: kernel '" + k_.name + "'";
@@ -224,7 +225,9 @@ private:
         for (const std::string &c : s->carried) value(s, c);
         scalars_.insert(s->var);
         names_.insert(s->var);
+        nested_++;
         block(s->body);
+        nested_--;
         scalars_.erase(s->var);
         names_.erase(s->var);
     }
@@ -304,7 +307,9 @@ private:
         case NodeKind::CarriedLoop: check_loop(s); break;
         case NodeKind::IfThen:
             check_index(s, s->cond, "condition");
+            nested_++;
             block(s->body);
+            nested_--;
             break;
         case NodeKind::Barrier: break;
         case NodeKind::Release:
@@ -315,6 +320,18 @@ private:
             if (k_.warps % 4 || k_.warps < 8 || !k_.producer_warps)
                 fail(s, "warpgroups take turns only in warp-specialized kernels with two or more compute warpgroups");
             break;
+        case NodeKind::LastArrival: {
+            const TensorParam &t = tensor(s);
+            if (t.elem != DType::F32 || !t.output) fail(s, "an arrival counter is a written f32 workspace, not '" + t.name + "'");
+            if (nested_ > 0) fail(s, "blocks arrive once, at the kernel's top level, not inside a loop or condition");
+            if (k_.producer_warps) fail(s, "warp-specialized kernels do not count arrivals");
+            check_index(s, s->base, "counter");
+            check_index(s, s->value, "arrivals");
+            nested_++;
+            block(s->body);
+            nested_--;
+            break;
+        }
         case NodeKind::DotWait:
             if (s->pending < 0 || s->pending > 7) fail(s, "wgmma waits for 0 to 7 pending groups");
             for (const std::string &f : s->fenced) value(s, f);
@@ -403,11 +420,18 @@ void verify(const Program &p) {
         if (!workspaces.insert(w.name).second) throw InternalError("tir::verify: workspace '" + w.name + "' twice");
         if (!w.elements.defined()) throw InternalError("tir::verify: workspace '" + w.name + "' has no size");
     }
+    std::set<std::string> zeroed;
+    for (const Workspace &w : p.workspaces)
+        if (w.zeroed) zeroed.insert(w.name);
     for (const Kernel &k : p.kernels) {
         verify(k);
         for (const TensorParam &t : k.tensors)
             if (workspaces.count(t.name) && t.elem != DType::F32)
                 throw InternalError("tir::verify: kernel '" + k.name + "': workspace '" + t.name + "' must be f32");
+        for (const Stmt &s : k.body)
+            if (s->kind == NodeKind::LastArrival && !zeroed.count(s->tensor))
+                throw InternalError("tir::verify: kernel '" + k.name + "': arrivals are counted in '" + s->tensor +
+                                    "', which is not a zeroed workspace of the program");
     }
 }
 

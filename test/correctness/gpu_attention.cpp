@@ -23,6 +23,8 @@ struct Case {
     std::string arch = "";  // "": the device's path (sm_90a: wgmma + TMA on the H200); "sm_80": mma.sync
     int stages = 0, block_n = 0;  // 0: the defaults
     int window = 0;               // 0: the operator's
+    int chunks = 0, fold_combine = -1;  // decode: split-K chunks (0: by SM count); 0 a separate combine kernel
+    int runs = 1;                       // launches on the same operator (arrival counters must reset)
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -40,10 +42,13 @@ void run(const OperatorSpec &op, const Case &c) {
     opt.arch = c.arch;
     opt.stages = c.stages;
     opt.block_n = c.block_n;
+    opt.chunks = c.chunks;
+    opt.fold_combine = c.fold_combine;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
-    const std::vector<HostTensor> out = g.run();
+    std::vector<HostTensor> out = g.run();
+    for (int r = 1; r < c.runs; r++) out = g.run();  // each run poisons the outputs first
     std::vector<HostTensor> ref = make_outputs(inst);
     const std::vector<RowRun> runs = choose_rows(inst, 3e8);
     for (const RowRun &r : runs) reference::compute_rows(inst, in, ref, r.first, r.second);
@@ -92,6 +97,23 @@ TEST_CASE("gpu attention: decode with deeper cp.async pipelines and other tiles 
                               Case{1, 4099, 128, 128, InputStyle::Normal, 0, DType::F16, "", 4, 64},
                               Case{2, 77, 64, 64, InputStyle::Normal, 0, DType::BF16, "", 4, 32}})
             run(op, c);
+    }
+}
+
+TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or as a second kernel") {
+    // Folded (the default): repeated launches reuse the arrival counters, which each launch must leave
+    // at zero; more chunks than tiles leave empty chunks; the two-kernel form on both paths.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        Case folded{3, 1000, 128, 128, InputStyle::RisingScores};
+        folded.runs = 3;
+        Case empty_chunks{2, 500, 128, 128, InputStyle::RisingScores};
+        empty_chunks.chunks = 40;  // 16 tiles of 32 keys
+        Case two{2, 1000, 128, 128, InputStyle::RisingScores};
+        two.fold_combine = 0;
+        Case two_sm80 = two;
+        two_sm80.arch = "sm_80";
+        for (const Case &c : {folded, empty_chunks, two, two_sm80}) run(op, c);
     }
 }
 

@@ -26,6 +26,7 @@ struct Case {
     int block_n = 32, chunks = 3;
     GpuArch arch = GpuArch::Sm80;  // Sm90a: the wgmma/TMA program for prefill (block_n 0: its default)
     int overlap = -1;
+    int fold_combine = -1;  // decode: 0 a separate combine kernel (the default folds it into the partial)
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
 };
 
@@ -47,6 +48,7 @@ void run(const OperatorSpec &op, const Case &c) {
     lc.block_n = c.block_n;
     lc.chunks = c.chunks;
     lc.overlap = c.overlap;
+    lc.fold_combine = c.fold_combine;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
     // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
@@ -85,6 +87,18 @@ TEST_CASE("interpret: every attention operator's tile program matches the fp64 r
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) {
             if (op.attention.decode && c.seq_q) continue;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: split-K decode with its combine as a second kernel matches the fp64 reference too") {
+    // The default folds the combine into the last chunk block of each group (the case above); here the
+    // two-kernel form, with empty chunks (more chunks than tiles) and a batch of two.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}}) {
+            c.fold_combine = 0;
             run(op, c);
         }
     }

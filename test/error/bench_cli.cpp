@@ -83,8 +83,13 @@ TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas
     const Outcome o = run_bench("emit decode_causal 1,100 --arch sm_90");
     INFO(o.output);
     CHECK(o.status == 0);
-    CHECK(o.output.find("neptune_split_k_partial") != std::string::npos);
+    CHECK(o.output.find("kernel neptune_split_k\n") != std::string::npos);  // the combine folded in
+    CHECK(o.output.find("if last of chunks arrivals at ws_arrivals") != std::string::npos);
     CHECK(o.output.find("registers") != std::string::npos);
+    const Outcome two = run_bench("emit decode_causal 1,100 --arch sm_90 --fold-combine 0");
+    CHECK(two.status == 0);
+    CHECK(two.output.find("kernel neptune_split_k_partial") != std::string::npos);
+    CHECK(two.output.find("kernel neptune_split_k_combine") != std::string::npos);
     CHECK(run_bench("emit softmax 4,100").output.find("lowers attention operators") != std::string::npos);
 }
 

@@ -168,13 +168,24 @@ TEST_CASE("extern launcher: the descriptor round-trips, and its id leads the tex
                          std::invalid_argument);
 }
 
-TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, in whole tiles") {
-    CHECK(internal::split_k_chunks(8 * 8, 256, 132) == 5);
-    CHECK(internal::split_k_chunks(264, 256, 132) == 1);
-    CHECK(internal::split_k_chunks(140, 256, 132) == 2);
-    CHECK(internal::split_k_chunks(1, 3, 132) == 3);  // never more chunks than tiles
-    CHECK(internal::split_k_chunks(1, 0, 132) == 1);  // nor fewer than one (no keys)
-    CHECK(internal::split_k_chunks(1, 1000, 132) == 64);
+TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
+    // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)).
+    CHECK(internal::split_k_chunks(8 * 8, 256, 132, 6) == 5);   // decode_gqa 8,8192
+    CHECK(internal::split_k_chunks(8, 256, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256)
+    CHECK(internal::split_k_chunks(32, 256, 132, 6) == 9);      // decode_causal 1,8192
+    CHECK(internal::split_k_chunks(256, 256, 132, 6) == 2);     // decode_causal 8,8192
+    CHECK(internal::split_k_chunks(140, 256, 132, 6) == 2);
+    CHECK(internal::split_k_chunks(1, 3, 132, 6) == 2);         // ceil(sqrt(3)); never more chunks than tiles
+    CHECK(internal::split_k_chunks(1, 1, 132, 6) == 1);
+    CHECK(internal::split_k_chunks(1, 0, 132, 6) == 1);         // nor fewer than one (no keys)
+    CHECK(internal::split_k_chunks(1, 1000000, 132, 6) == 64);  // at most 64
+    // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
+    CHECK(internal::split_k_chunks(512, 256, 132, 6) == 1);   // decode_causal 16,8192: one wave
+    CHECK(internal::split_k_chunks(1024, 256, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
+    CHECK(internal::split_k_chunks(1024, 2, 132, 6) == 2);    // whole tiles: 2 at most
+    CHECK(internal::split_k_chunks(1024, 256, 132, 8) == 1);  // 1056 slots hold one wave
+    CHECK(internal::resident_blocks(34816) == 6);             // the decode kernels at head dim 128
+    CHECK(internal::resident_blocks(0) == 228);
 }
 
 TEST_CASE("extern launcher: a bounds query gets every input whole and does no work") {

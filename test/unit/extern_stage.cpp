@@ -111,7 +111,7 @@ TEST_CASE("extern stage: ALiBi's slopes are an f32 input over the query heads, a
     CHECK(d["buffers"][3]["dims"] == nlohmann::json({"q_heads"}));
 }
 
-TEST_CASE("extern stage: decode is a split-K pair that picks its chunks at run time and checks its grouping") {
+TEST_CASE("extern stage: decode is one split-K kernel that picks its chunks at run time and checks its grouping") {
     ExternOptions o = head_dim_128();
     o.group = 8;
     Built b = compile("decode_gqa", o);
@@ -119,8 +119,14 @@ TEST_CASE("extern stage: decode is a split-K pair that picks its chunks at run t
     CHECK(d["chunks"] == -1);
     CHECK(d["split_blocks"] == "(* batch kv_heads)");
     REQUIRE(d["sets"].size() == 1);
-    CHECK(d["sets"][0]["kernels"].size() == 2);
-    CHECK(!d["sets"][0]["workspaces"].empty());
+    // The combine runs in the last chunk block of each group: one kernel, and its arrival counters are
+    // a workspace the launcher zeroes when it allocates it.
+    CHECK(d["sets"][0]["kernels"].size() == 1);
+    REQUIRE(!d["sets"][0]["workspaces"].empty());
+    const nlohmann::json &counters = d["sets"][0]["workspaces"].back();
+    CHECK(counters["name"] == "ws_arrivals");
+    CHECK(counters["zeroed"] == true);
+    CHECK(d["sets"][0]["workspaces"].front()["zeroed"] == false);
     std::string constraints;
     for (const auto &c : d["constraints"]) constraints += c["message"].get<std::string>() + "; ";
     CHECK(has(constraints, "seq_q must be 1"));

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 
 #include "codegen/CodeGenCuda.h"
 #include "gpu/GpuOperator.h"
@@ -18,9 +20,10 @@ const std::vector<std::pair<std::string, std::string>> &device_headers();
 
 namespace {
 
-tir::Program lower(const OperatorSpec &spec, GpuArch arch = GpuArch::Sm80) {
+tir::Program lower(const OperatorSpec &spec, GpuArch arch = GpuArch::Sm80, int fold_combine = -1) {
     internal::LoweringChoices c;
     c.arch = arch;
+    c.fold_combine = fold_combine;
     return internal::lower_operator(instantiate(spec, 1, 256), c).program;
 }
 
@@ -30,10 +33,12 @@ TEST_CASE("lower: every attention operator gives a verified tile program and CUD
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         INFO(op.name);
-        for (const GpuArch target : {GpuArch::Sm80, GpuArch::Sm90a}) {
-            const tir::Program p = lower(op, target);
+        // Decode folds its combine into the partial kernel by default; sm_90a also builds the two kernels.
+        for (const auto &[target, fold] : {std::pair{GpuArch::Sm80, -1}, {GpuArch::Sm90a, -1}, {GpuArch::Sm90a, 0}}) {
+            if (!op.attention.decode && fold == 0) continue;
+            const tir::Program p = lower(op, target, fold);
             tir::verify(p);
-            CHECK(p.kernels.size() == (op.attention.decode ? 2u : 1u));
+            CHECK(p.kernels.size() == (op.attention.decode && fold == 0 ? 2u : 1u));
             const std::string src = internal::emit_cuda(p);
             internal::NvrtcOptions no;
             no.cubin = true;
@@ -82,6 +87,7 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     internal::LoweringChoices c;
     c.arch = GpuArch::Sm90a;
     c.unroll_chunks = 4;
+    c.fold_combine = 0;
     const tir::Program p = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
     tir::verify(p);
     REQUIRE(p.kernels.size() == 2u);
@@ -104,10 +110,75 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     no.headers = internal::device_headers();
     no.arch = "sm_90a";
     CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_gqa_unrolled.cu", no));
-    // The default leaves every loop as it was.
-    const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000),
-                                                    internal::LoweringChoices{GpuArch::Sm90a}).program;
-    for (const tir::Kernel &k : d.kernels)
+    // A factor of 1 leaves every loop as it was; the default unrolls the chunk loops by 4.
+    c.unroll_chunks = 1;
+    const tir::Program off = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
+    for (const tir::Kernel &k : off.kernels)
         for (const tir::Stmt &s : k.body)
             if (s->kind == tir::NodeKind::CarriedLoop) CHECK(s->unroll == 1);
+    c.unroll_chunks = 0;
+    const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
+    const auto first_loop = std::find_if(d.kernels.at(1).body.begin(), d.kernels.at(1).body.end(),
+                                         [](const tir::Stmt &s) { return s->kind == tir::NodeKind::CarriedLoop; });
+    REQUIRE(first_loop != d.kernels.at(1).body.end());
+    CHECK((*first_loop)->unroll == 4);
+}
+
+TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each (batch, KV head) group") {
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.fold_combine = 0;
+    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
+    const tir::Program two = internal::lower_operator(inst, c).program;
+    c.fold_combine = -1;
+    const tir::Program one = internal::lower_operator(inst, c).program;
+    REQUIRE(two.kernels.size() == 2u);
+    REQUIRE(one.kernels.size() == 1u);
+    const tir::Kernel &k = one.kernels[0];
+    INFO(tir::to_string(one));
+    // The partial's body, then one arrival whose body is the combine's, on a counter per group.
+    REQUIRE(k.body.size() == two.kernels[0].body.size() + 1);
+    const tir::Stmt &last = k.body.back();
+    REQUIRE(last->kind == tir::NodeKind::LastArrival);
+    CHECK(last->tensor == "ws_arrivals");
+    CHECK(last->body.size() == two.kernels[1].body.size());
+    CHECK(tir::to_string(last, false).find("if last of chunks arrivals at ws_arrivals[b * kv_heads + hkv]") == 0);
+    const tir::Workspace &w = one.workspaces.back();
+    CHECK(w.name == "ws_arrivals");
+    CHECK(w.zeroed);
+    CHECK(tir::to_string(one).find("workspace ws_arrivals: f32[batch * kv_heads], zeroed") != std::string::npos);
+    // The combine's rows are the block's group: r0 = b * q_heads + h0, r_valid = group.
+    std::map<std::string, std::string> scalars;
+    for (const tir::ScalarDef &d : k.scalars) {
+        std::ostringstream os;
+        os << d.value;
+        scalars[d.name] = os.str();
+    }
+    CHECK(scalars["r0"] == "((b*q_heads) + h0)");
+    CHECK(scalars["r_valid"] == "group");
+    // The same grid and shared memory as the partial kernel alone, and CUDA that compiles.
+    CHECK(k.shared_bytes == two.kernels[0].shared_bytes);
+    const std::string src = internal::emit_cuda(one);
+    CHECK(src.find("nd::last_arrival(") != std::string::npos);
+    CHECK(src.find("__ldcg(") != std::string::npos);
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    no.arch = "sm_90a";
+    CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_gqa_folded.cu", no));
+}
+
+TEST_CASE("lower: fold_constant_scales turns the softcap's division by its cap into a multiplication") {
+    for (const char *name : {"prefill_softcap", "decode_softcap", "prefill_windowed"}) {
+        INFO(name);
+        for (const GpuArch target : {GpuArch::Sm80, GpuArch::Sm90a}) {
+            const tir::Program p = lower(*find_operator(name), target);
+            const std::string text = tir::to_string(p);
+            INFO(text);
+            // cap * tanh(s * d^-1/2 / cap) with cap 50 and d = 128: one constant factor inside the tanh.
+            CHECK(text.find("/ 50") == std::string::npos);
+            CHECK(text.find("tanh(s * 0.00176777)") != std::string::npos);
+            CHECK(internal::emit_cuda(p).find("/ 50.0f") == std::string::npos);
+        }
+    }
 }

@@ -331,3 +331,70 @@ TEST_CASE("tile IR interpreter: an out-of-bounds element or a missing argument i
     tir::LaunchArgs none;
     CHECK_THROWS_WITH_AS(tir::interpret(k, none), doctest::Contains("no tensor 'out'"), InternalError);
 }
+
+namespace {
+
+// Groups of 3 blocks (grid 3 x 4): each block writes g * 10 + chunk to ws[3 g + chunk]; the last
+// block of each group to arrive at cnt[g] sums its group's three entries into out[g].
+tir::Program arrival_program() {
+    tir::Kernel k;
+    k.name = "arrive";
+    k.tensors = {{"ws", DType::F32, true}, {"cnt", DType::F32, true}, {"out", DType::F32, true}};
+    k.grid_x = 3;
+    k.grid_y = 4;
+    k.warps = 1;
+    k.scalars = {{"chunk", iv("block_x")}, {"g", iv("block_y")}};
+    k.values = {{"v", row_vector(16)}, {"w", row_vector(16)}};
+    tir::Block combine = {
+        tir::make_fill("v", 0.0f),
+        tir::make_loop("p", 0, 3, {"v"},
+                       {tir::make_row_load("w", "ws", iv("g") * 3 + iv("p"), 1, 1, 0.0f), tir::make_row_map("v", fv("v") + fv("w"))}),
+        tir::make_row_store("v", "out", iv("g"), 1)};
+    k.body = {tir::make_row_map("v", Halide::cast<float>(iv("g") * 10 + iv("chunk"))),
+              tir::make_row_store("v", "ws", iv("g") * 3 + iv("chunk"), 1),
+              tir::make_last_arrival("cnt", iv("g"), 3, combine, "the group's last block")};
+    tir::Program p;
+    p.kernels = {k};
+    p.workspaces = {{"ws", Expr(12)}, {"cnt", Expr(4), true}};
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("tile IR: the last block of each group to arrive runs the body, sees the group's writes, resets the count") {
+    const tir::Program p = arrival_program();
+    check_in_order(tir::to_string(p), {"workspace cnt: f32[4], zeroed", "row_store ws[",
+                                       "if last of 3 arrivals at cnt[g] {  // the group's last block", "for p in [0, 3)",
+                                       "row_store out[base: g, valid 1] = v", "}"});
+    HostTensor ws = filled("ws", DType::F32, {12}, NAN), cnt = filled("cnt", DType::F32, {4}, 0),
+               out = filled("out", DType::F32, {4}, -1);
+    tir::LaunchArgs args{{{"ws", &ws}, {"cnt", &cnt}, {"out", &out}}, {}, {}};
+    tir::interpret(p, args);
+    for (int g = 0; g < 4; g++) {
+        INFO("group ", g);
+        CHECK(out.values[size_t(g)] == 30.0 * g + 3);  // (10 g + 0) + (10 g + 1) + (10 g + 2)
+        CHECK(cnt.values[size_t(g)] == 0);
+    }
+    tir::interpret(p, args);  // again on the same counters: they were left at zero
+    CHECK(out.values[3] == 93);
+
+    cnt.values[2] = 1;  // a count left over (a launch that did not finish)
+    CHECK_THROWS_WITH_AS(tir::interpret(p, args), doctest::Contains("workspace 'cnt' must be zero before the launch"),
+                         InternalError);
+}
+
+TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level, in a zeroed workspace") {
+    const tir::Program p = arrival_program();
+    CHECK_NOTHROW(tir::verify(p));
+    tir::Program unzeroed = p;
+    unzeroed.workspaces[1].zeroed = false;
+    CHECK_THROWS_WITH_AS(tir::verify(unzeroed), doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
+                         InternalError);
+    tir::Kernel nested = p.kernels[0];
+    nested.body = {tir::make_loop("j", 0, 2, {}, {p.kernels[0].body.back()})};
+    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("blocks arrive once, at the kernel's top level"), InternalError);
+    tir::Kernel read_only = p.kernels[0];
+    read_only.tensors[1].output = false;
+    CHECK_THROWS_WITH_AS(tir::verify(read_only), doctest::Contains("an arrival counter is a written f32 workspace"),
+                         InternalError);
+}

@@ -2,7 +2,8 @@
 #define NEPTUNE_DEVICE_STORE_CUH
 /** \file
  * Masked stores of warp register tiles to global memory: accumulators as T or f32, and row
- * vectors (the running max and sum a split-K kernel hands to its combine step). */
+ * vectors (the running max and sum a split-K kernel hands to its combine step), and the arrival
+ * count that lets the last block of a split-K group combine the group's partials itself. */
 #include "neptune/device/tile.cuh"
 #include "neptune/device/types.cuh"
 
@@ -68,6 +69,23 @@ NEPTUNE_DEVICE_INLINE void store_rows(float *g, const row_vec<MT> &r, int row0, 
             const int row = row0 + frag_row(m, 2 * h);
             if (row < valid_rows) g[row] = r.v[m][h];
         }
+}
+
+/** Counts this block's arrival in *counter; true in every thread of the block that arrives
+ * `arrivals`-th, which also resets the counter to 0 for the next launch. Every thread's earlier global
+ * writes are fenced before the count, and the last block fences again before it reads what the
+ * others wrote (with ld.global.cg: L2, never a stale L1 line). Call once per block, from every thread. */
+NEPTUNE_DEVICE_INLINE bool last_arrival(unsigned *counter, unsigned arrivals) {
+    __shared__ unsigned last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) + 1u == arrivals;
+        if (last) atomicExch(counter, 0u);
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
 }
 
 }  // namespace neptune::device

@@ -1,0 +1,23 @@
+#ifndef NEPTUNE_LOWER_FOLD_COMBINE_H
+#define NEPTUNE_LOWER_FOLD_COMBINE_H
+/** \file
+ * Folding split-K's combine kernel into its partial kernel: the last block of each (batch, KV head)
+ * group to finish merges the group's chunk states itself, so decode is one launch instead of two, the
+ * combine of one group overlaps the partials of the others, and the combine's loads hit L2 moments
+ * after they were written. On the H200 the separate combine launch cost about 6 % at B = 8 and more at
+ * B = 1, where a few combine blocks loop over 30-odd chunks (docs/perf-log.md). */
+#include "tir/IR.h"
+
+namespace neptune::internal {
+
+/** A program of a partial and a combine kernel with Program::fold set becomes one kernel: the
+ * partial's body, then a LastArrival on a new zeroed workspace "ws_arrivals" (one counter per group)
+ * whose body is the combine's, with the combine's block-dependent scalars rebound as `fold` says. The
+ * kernels must agree on their int parameters and warps, and values of the same name on their types.
+ * `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs
+ * before plan_shared_memory). */
+tir::Program fold_combine(const tir::Program &p, bool enabled);
+
+}  // namespace neptune::internal
+
+#endif
