@@ -147,8 +147,9 @@ int main() {
         // Two kernels. The partial kernel's grid is (chunks, KV heads, batch): each block rolls over
         // its chunk's tiles exactly as lesson 7's loop does, then writes its state to the workspaces
         // (ws_...: one max, one sum and one row of acc per chunk and query head, in f32). The
-        // combine kernel reads them back: the max over chunks first, then every partial rescaled
-        // by the repair from its chunk's max to that max and summed, then the epilogue.
+        // combine kernel reads them back in one pass over the chunks, merging each chunk's state into
+        // running ones the way lesson 7's loop merges a tile: the max first, then acc and row_sum,
+        // each repaired from its old max to the new one and the chunk's from the chunk's max to it.
         const std::string text = tir::to_string(l.program);
         for (const tir::Kernel &k : l.program.kernels) std::printf("kernel %s, %d warps\n", k.name.c_str(), k.warps);
         for (const tir::Workspace &w : l.program.workspaces) std::printf("workspace %s\n", w.name.c_str());
@@ -164,26 +165,26 @@ int main() {
         //       row_max = fill(-inf)
         //       acc = fill(0)
         //       row_sum = fill(0)
-        //       for p in [0, chunks) carrying row_max {
+        //       for p in [0, chunks) carrying row_max, acc, row_sum unrolled x2 {
         //         row_max_p = row_load ws_row_max[base: p * n_rows + r0, stride 1, valid r_valid] else -inf
-        //         row_max = row_map(max(row_max, row_max_p))
-        //       }
-        //       for p in [0, chunks) carrying acc {
-        //         row_max_p = row_load ws_row_max[...] else 0
         //         acc_p = load ws_acc[base: (p * n_rows + r0) * 64, stride 64, valid r_valid x 64]
-        //         acc_scale = row_map(exp(safe(row_max_p) - safe(row_max)))  // repair of chunk p
-        //         acc = map(acc + select(acc_p == 0, 0, acc_p * acc_scale))
-        //       }
-        //       for p in [0, chunks) carrying row_sum {
-        //         ...
-        //         row_sum = row_map(row_sum + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(safe(row_max_p) - safe(row_max))))  // repair of chunk p
+        //         row_sum_p = row_load ws_row_sum[base: p * n_rows + r0, stride 1, valid r_valid] else 0
+        //         row_max_new = row_map(max(row_max, row_max_p))
+        //         acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
+        //         acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
+        //         acc = map(acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale))
+        //         row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
+        //                               + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
+        //         row_max = row_map(row_max_new)
+        //         row_sum = row_map(row_sum_new)
         //       }
         //       o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
         //       store out[base: r0 * 64, stride 64, valid r_valid x 64] = o_out
         // The combine's block takes 16 query rows (the heads of the batch, flattened; r_valid =
-        // n_rows - r0 of them are real), so one kernel serves every KV group. The repair is h with the chunk's max as the old value and
-        // the global max as the new one; a partial that is 0 (an empty chunk) is added as 0, never
-        // multiplied by a factor that could be infinite.
+        // n_rows - r0 of them are real), so one kernel serves every KV group. The repair is lesson 7's
+        // h, applied twice per chunk; a partial that is 0 (an empty chunk) is added as 0, never
+        // multiplied by a factor that could be infinite. The chunks' loads are independent of the
+        // running state, so unrolled by two the next chunk's loads are in flight during this one's merge.
         ok = ok && l.program.kernels.size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
     }
 

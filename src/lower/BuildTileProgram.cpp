@@ -639,8 +639,9 @@ private:
         return k;
     }
 
-    // Split-K, kernel 2: rows are (batch, head) pairs; merges the chunks' states with the repair
-    // t = sum_p h(t_p, r_p, r), producers first, then runs the epilogue.
+    // Split-K, kernel 2: rows are (batch, head) pairs. One pass over the chunks merges each chunk's
+    // states into running ones, as the rolling update merges tiles: producers first, then
+    // t = h(t, r -> r') + h(t_p, r_p -> r') with r' the merged producer, then the epilogue.
     Kernel combine_kernel() {
         Kernel k;
         k.name = "neptune_split_k_combine";
@@ -660,42 +661,69 @@ private:
         const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
         Block body;
         init_states(k, body);
-        for (const StageInfo &si : stages_) {
-            const Expr chunk_row0 = ivar("p") * ivar("n_rows") + ivar("r0");
-            Block step;
-            std::map<std::string, Expr> rb;
-            for (size_t p = 0; p < si.producers.size(); p++) {
-                const std::string pn = si.producers[p];
-                const Reducer pr = stage_named(pn).st->reducer;
-                k.values[pn + "_p"] = row_vec();
-                step.push_back(make_row_load(pn + "_p", "ws_" + pn, chunk_row0, Expr(1), valid, 0.0f));
-                rb[si.st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
-                rb[sym::Context::primed(si.st->producers[p])] = guarded_producer(pr, fvar(pn));
-            }
-            Expr scale = si.st->repair.coeff[0][0], shift = si.st->repair.shift[0];
-            scale = scale.defined() ? collapse_guards(bind(HI::substitute(rb, scale), rows)) : Expr(1.0f);
-            if (shift.defined()) shift = bind(HI::substitute(rb, shift), rows);
+        const Expr chunk_row0 = ivar("p") * ivar("n_rows") + ivar("r0");
+        Block step;
+        for (const StageInfo &si : stages_) {  // the chunk's states: independent loads, issued together
             const std::string part = si.name + "_p";
-            const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
             if (si.tile) {
                 k.values[part] = acc_tile(dvp());
                 step.push_back(make_load(part, "ws_" + si.name, chunk_row0 * dvp(), Expr(dvp()), valid, Expr(dvp())));
-                k.values[si.name + "_scale"] = row_vec();
-                step.push_back(make_row_map(si.name + "_scale", scale, "repair of chunk p"));
-                step.push_back(make_map(si.name, fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f,
-                                                                                  fvar(part) * fvar(si.name + "_scale"))));
             } else {
-                if (!k.values.count(part)) k.values[part] = row_vec();
+                k.values[part] = row_vec();
+                const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
                 step.push_back(make_row_load(part, "ws_" + si.name, chunk_row0, Expr(1), valid, id));
-                Expr repaired = fvar(part) * scale;
-                if (shift.defined()) repaired = repaired + shift;
-                repaired = Halide::select(fvar(part) == Expr(id), fvar(part), repaired);  // h(identity) = identity
-                if (si.producers.empty()) repaired = fvar(part);
-                step.push_back(make_row_map(si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired),
-                                            si.producers.empty() ? "" : "repair of chunk p"));
             }
-            body.push_back(make_loop("p", Expr(0), ivar("chunks"), {si.name}, step));
         }
+        std::vector<std::string> merged;
+        for (const StageInfo &si : stages_) {
+            // h from the running producers (old) and from the chunk's, both to the merged ones (new).
+            std::map<std::string, Expr> from_run, from_part;
+            for (size_t p = 0; p < si.producers.size(); p++) {
+                const std::string pn = si.producers[p];
+                const Reducer pr = stage_named(pn).st->reducer;
+                const std::string primed = sym::Context::primed(si.st->producers[p]);
+                from_run[si.st->producers[p]] = guarded_producer(pr, fvar(pn));
+                from_part[si.st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
+                from_run[primed] = from_part[primed] = guarded_producer(pr, fvar(pn + "_new"));
+            }
+            const auto repair = [&](const std::map<std::string, Expr> &rb, Expr &scale, Expr &shift) {
+                const Expr c = si.st->repair.coeff[0][0], sh = si.st->repair.shift[0];
+                scale = c.defined() ? collapse_guards(bind(HI::substitute(rb, c), rows)) : Expr(1.0f);
+                if (sh.defined()) shift = bind(HI::substitute(rb, sh), rows);
+            };
+            Expr scale_run = Expr(1.0f), shift_run, scale_part = Expr(1.0f), shift_part;
+            if (!si.producers.empty()) {
+                repair(from_run, scale_run, shift_run);
+                repair(from_part, scale_part, shift_part);
+            }
+            const std::string part = si.name + "_p";
+            if (si.tile) {
+                k.values[si.name + "_scale"] = row_vec();
+                k.values[part + "_scale"] = row_vec();
+                // The running factor clamped: an empty state (0) under a guarded producer far above the
+                // new value stays 0 rather than 0 * inf; a chunk's empty partial (0) adds nothing.
+                step.push_back(make_row_map(si.name + "_scale", Halide::min(scale_run, Expr(3.4e38f)), "repair of " + si.name));
+                step.push_back(make_row_map(part + "_scale", scale_part, "repair of chunk p"));
+                step.push_back(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale") +
+                                                     Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
+                continue;
+            }
+            const Expr id = reducer_identity(si.st->reducer);
+            const auto h = [&](const std::string &x, const Expr &scale, const Expr &shift) {
+                if (si.producers.empty()) return fvar(x);
+                Expr y = fvar(x) * scale;
+                if (shift.defined()) y = y + shift;
+                return Halide::select(fvar(x) == id, fvar(x), y);  // h(identity) = identity
+            };
+            k.values[si.name + "_new"] = row_vec();
+            step.push_back(make_row_map(si.name + "_new",
+                                        reducer_combine(si.st->reducer, h(si.name, scale_run, shift_run),
+                                                        h(part, scale_part, shift_part)),
+                                        si.producers.empty() ? "" : "repair of " + si.name + " and of chunk p"));
+            merged.push_back(si.name);
+        }
+        for (const std::string &n : merged) step.push_back(make_row_map(n, fvar(n + "_new")));
+        body.push_back(make_loop("p", Expr(0), ivar("chunks"), state_names(), step));
         epilogue(k, body, rows, ivar("r0"), valid);
         k.body = body;
         return k;
