@@ -24,6 +24,7 @@
 #include <string>
 
 #include "Halide.h"
+#include "core/SplitChunks.h"
 #include "gpu/GpuOperator.h"
 #include "lower/Lower.h"
 #include "neptune/Directives.h"
@@ -110,17 +111,17 @@ int main() {
 
     // How many chunks. Without splitting there are batch x KV heads = 2 blocks (the 8 query heads
     // of a group are the rows of one block's tile, so K and V are read once for all of them). The
-    // tiles of 32 keys number ceil(5000 / 32) = 157. choose_split_chunks asks for about two blocks
+    // tiles of 32 keys number ceil(5000 / 32) = 157. split_k_chunks asks for about two blocks
     // per SM, so that every SM streams keys, but for no more than about sqrt(tiles) chunks: a block
     // streams tiles / c tiles and the combine then walks c chunks one after another, and on the H200
     // a tile and a chunk cost about the same (docs/perf-log.md). The count is a kernel parameter, so
     // the program is the same for any count; only its shared memory matters here, which decides how
     // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
-    const int sms = 132;  // the H200's
-    const int shared = lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes;
-    const int chunks = internal::choose_split_chunks(2, 157, sms, shared);
+    const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
+    const int resident = internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);
+    const int chunks = internal::split_k_chunks(2, 157, sms, resident);
     std::printf("chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n",
-                sms, chunks, internal::choose_split_chunks(8, 256, sms, shared));
+                sms, chunks, internal::split_k_chunks(8, 256, sms, resident));
     // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 13; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 16
     ok = ok && chunks == 13;
 

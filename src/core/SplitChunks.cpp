@@ -26,6 +26,8 @@ int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident) {
     return best;
 }
 
-int resident_blocks(int shared_bytes) { return std::max(1, (228 * 1024) / (std::max(shared_bytes, 0) + 1024)); }
+int resident_blocks(int shared_bytes, int max_shared_per_block) {
+    return std::max(1, (std::max(max_shared_per_block, 0) + 1024) / (std::max(shared_bytes, 0) + 1024));
+}
 
 }  // namespace neptune::internal

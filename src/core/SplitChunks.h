@@ -1,9 +1,9 @@
 #ifndef NEPTUNE_CORE_SPLIT_CHUNKS_H
 #define NEPTUNE_CORE_SPLIT_CHUNKS_H
 /** \file
- * How many split-K chunks a decode launch uses: one heuristic, Halide-free, shared by the lowering
- * (internal::choose_split_chunks) and by the run-time launcher of AOT libraries, which picks chunks
- * per device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). */
+ * How many split-K chunks a decode launch uses: one heuristic, Halide-free, shared by the JIT
+ * operator (GpuOperator) and by the run-time launcher of AOT libraries, both of which pick chunks per
+ * device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). */
 #include <cstdint>
 
 namespace neptune::internal {
@@ -17,9 +17,10 @@ namespace neptune::internal {
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);
 
-/** Partial blocks per SM that `shared_bytes` of shared memory each allow (228 KB per SM, 1 KB per
- * block reserved), at least 1. */
-int resident_blocks(int shared_bytes);
+/** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
+ * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the
+ * driver reserves per block; 227 KB on an H100 or H200). */
+int resident_blocks(int shared_bytes, int max_shared_per_block);
 
 }  // namespace neptune::internal
 

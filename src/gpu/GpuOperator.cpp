@@ -9,6 +9,7 @@
 
 #include "Halide.h"
 #include "codegen/CodeGenCuda.h"
+#include "core/SplitChunks.h"
 #include "lower/Lower.h"
 #include "lower/LowerOperator.h"
 #include "neptune/Error.h"
@@ -158,25 +159,24 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         throw std::invalid_argument("sm_90a kernels need an sm_90 device, not compute capability " +
                                     std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
     // Decode's chunk count is a kernel parameter: chosen after lowering, from the partial kernel's
-    // shared memory (how many of its blocks an SM holds).
+    // KV tile (k_s) and shared memory (how many of its blocks an SM holds).
     internal::OperatorLowering lowered = internal::lower_operator(inst, choices(opt, arch, opt.chunks ? opt.chunks : 1));
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
     if (a.decode && !opt.chunks) {
-        const int block_n = opt.block_n ? opt.block_n
-                                        : internal::default_lower_options(arch, spec.dtype, a.head_dim_qk, a.head_dim_v,
-                                                                          true, a.q_heads / a.kv_heads).block_n;
+        const tir::Kernel &partial = m.program.kernels.at(0);
+        const int block_n = partial.values.at("k_s").rows;
         const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
-        m.ints["chunks"] = internal::choose_split_chunks(inst.batch * a.kv_heads, tiles, info.sm_count,
-                                                         m.program.kernels.at(0).shared_bytes);
+        m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, tiles, info.sm_count,
+                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-
     // specialized kernels run one block per SM by design.
     for (tir::Kernel &k : m.program.kernels) {
         if (k.min_blocks_per_sm <= 0 || k.shared_bytes == 0 || k.producer_warps) continue;
-        const int fit = int(info.max_shared_per_block_optin > 0 ? (228 * 1024) / (k.shared_bytes + 1024) : 1);
-        k.min_blocks_per_sm = std::min(k.min_blocks_per_sm, fit);
+        k.min_blocks_per_sm = std::min(k.min_blocks_per_sm,
+                                       internal::resident_blocks(k.shared_bytes, info.max_shared_per_block_optin));
         if (k.min_blocks_per_sm < 2) k.min_blocks_per_sm = 0;
     }
     m.ir_text = tir::to_string(m.program);

@@ -46,7 +46,7 @@ struct Group {
     int load_code = 0;
     std::string load_error;
     int set = -1;  // chosen kernel set
-    int sm_count = 0;
+    int sm_count = 0, max_shared_per_block = 0;  // the device's, for the split-K chunk rule
     neptune_module *module = nullptr;
     std::vector<neptune_function *> functions;
     std::vector<std::array<IntExpr, 3>> grids;
@@ -172,6 +172,7 @@ int load(void *uc, Group &g) {
     neptune_device_info info{};
     if (neptune_get_device_info(&info) != NEPTUNE_OK) return fail(halide_error_code_gpu_device_error, neptune_last_error());
     g.sm_count = info.sm_count;
+    g.max_shared_per_block = info.max_shared_per_block_optin;
     const int cc = info.cc_major * 10 + info.cc_minor;
     for (size_t s = 0; s < g.desc.sets.size() && g.set < 0; s++)
         if (cc >= g.desc.sets[s].min_cc && cc <= g.desc.sets[s].max_cc) g.set = int(s);
@@ -236,7 +237,8 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
     if (g.desc.chunks < 0) {
         vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count,
-                                                  internal::resident_blocks(set.kernels.at(0).shared_bytes));
+                                                  internal::resident_blocks(set.kernels.at(0).shared_bytes,
+                                                                            g.max_shared_per_block));
     } else if (g.desc.chunks > 0) {
         vars["chunks"] = g.desc.chunks;
     }

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/SplitChunks.h"
 #include "lower/BuildTileProgram.h"
 #include "lower/DeferScoreScale.h"
 #include "lower/FoldCombine.h"
@@ -65,7 +64,8 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     o.warps = decode ? (group + 15) / 16 : 4;
     o.block_n = decode ? 32 : 64;
     o.min_blocks_per_sm = decode ? 0 : 3;
-    // Decode's chunk loops, unrolled by 4: +6 % at decode_gqa 1,8192, neutral at B = 8 (perf-log.md).
+    // Decode's chunk loop unrolled (by 2: it loads a tile): the next chunk's loads fly during this
+    // chunk's merge (perf-log.md, session 10).
     o.unroll_chunks = decode ? 4 : 1;
     const bool fits = head_dim_qk % 64 == 0 && head_dim_v % 64 == 0 && head_dim_qk <= 256 && head_dim_v <= 256 &&
                       dtype_bytes(dtype) == 2;
@@ -77,11 +77,6 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
         o.min_blocks_per_sm = 1;
     }
     return o;
-}
-
-// The heuristic lives with the Halide-free core: AOT launchers pick chunks at run time with it too.
-int choose_split_chunks(int64_t blocks, int64_t tiles, int sms, int shared_bytes) {
-    return split_k_chunks(blocks, tiles, sms, resident_blocks(shared_bytes));
 }
 
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {

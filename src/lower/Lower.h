@@ -37,10 +37,6 @@ struct LowerOptions {
  * shapes and decode keep the mma.sync kernels (compiled for sm_90a). */
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
 
-/** Split-K chunks for `blocks` (batch x KV heads) blocks over `tiles` KV tiles on `sms` SMs, whose
- * partial kernel uses `shared_bytes` of shared memory per block (core/SplitChunks.h). */
-int choose_split_chunks(int64_t blocks, int64_t tiles, int sms, int shared_bytes);
-
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are
  * row reductions of elementwise functions of the scores, or dot products of such functions with

@@ -160,11 +160,11 @@ struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
     std::string src, a, b;       // TileStore/RowStore/TileReduce/Convert: src; TileDot: a, b
-    std::string tensor;          // TileLoad, TileStore, RowStore
-    Halide::Expr base;           // element offset of the slice's row 0 in the tensor
+    std::string tensor;          // TileLoad, TileStore, RowStore, LastArrival (the counters)
+    Halide::Expr base;           // element offset of the slice's row 0 in the tensor (LastArrival: the counter)
     Halide::Expr row_stride;     // elements between rows (TileLoad, TileStore)
     Halide::Expr valid_rows, valid_cols;  // TileLoad/TileStore/RowStore bounds
-    Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression
+    Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
     ReduceOp op = ReduceOp::Sum; // TileReduce
     bool transpose_b = false;    // TileDot: acc += a * b^T
     Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view
@@ -181,7 +181,6 @@ struct Node {
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
     Halide::Expr cond;           // IfThen
-                                 // LastArrival: tensor, base (the counter), value (the arrivals), body
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
     int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
     Block body;                  // CarriedLoop, IfThen, LastArrival

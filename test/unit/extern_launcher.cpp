@@ -184,8 +184,11 @@ TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most
     CHECK(internal::split_k_chunks(1024, 256, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
     CHECK(internal::split_k_chunks(1024, 2, 132, 6) == 2);    // whole tiles: 2 at most
     CHECK(internal::split_k_chunks(1024, 256, 132, 8) == 1);  // 1056 slots hold one wave
-    CHECK(internal::resident_blocks(34816) == 6);             // the decode kernels at head dim 128
-    CHECK(internal::resident_blocks(0) == 228);
+    // An H200 lets a block opt in to 227 KB: 6 decode blocks at head dim 128 (34,816 B); an A100 163 KB: 4.
+    CHECK(internal::resident_blocks(34816, 227 * 1024) == 6);
+    CHECK(internal::resident_blocks(34816, 163 * 1024) == 4);
+    CHECK(internal::resident_blocks(0, 227 * 1024) == 228);
+    CHECK(internal::resident_blocks(34816, 0) == 1);  // unknown: at least one
 }
 
 TEST_CASE("extern launcher: a bounds query gets every input whole and does no work") {
