@@ -1,0 +1,192 @@
+// The read-streaming ceiling of the GPU for decode's access pattern, without any attention work:
+// 256 (batch, head) groups of K and V, 2 MiB each (decode_causal at B = 8, S = 8192, D = 128 fp16),
+// split into chunks, each block streaming its chunk of K and of V as decode's partial kernel does.
+// Variants: plain 16-byte loads (the copy-engine-free ceiling), cp.async rings with 1 or 4 warps per
+// block, and Hopper's 1D bulk copies (cp.async.bulk, one instruction per tile) into an mbarrier ring.
+// Prints TB/s (median of 15, L2 flushed before each run) per variant, so decode's 4.08 TB/s partial
+// kernel can be read against what streaming alone reaches. Build on the H200 machine:
+//   nvcc -O3 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#define CHECK(x)                                                                         \
+  do {                                                                                   \
+    cudaError_t e = (x);                                                                 \
+    if (e != cudaSuccess) {                                                              \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));      \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+constexpr int kGroups = 256;
+constexpr size_t kStreamBytes = size_t(8192) * 256;  // one head's K (or V): 8192 keys x 256 B
+
+__global__ void plain_loads(const uint4* __restrict__ data, size_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint4 v = __ldcs(data + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x12345678u) sink[0] = x;  // keeps the loads; never true for random data
+}
+
+__device__ inline void cp_async16(void* smem, const void* gmem) {
+  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+
+// grid (chunks, groups); block WARPS x 32; each stage holds TILE bytes of K and TILE of V.
+template <int WARPS, int STAGES, int TILE>
+__global__ void cp_async_ring(const char* __restrict__ k, const char* __restrict__ v, int chunks, unsigned* sink) {
+  extern __shared__ __align__(128) char smem[];
+  const size_t per_chunk = kStreamBytes / chunks / TILE * TILE;  // whole tiles: 16-byte aligned copies
+  const size_t base = size_t(blockIdx.y) * kStreamBytes + blockIdx.x * per_chunk;
+  const int tiles = int(per_chunk / TILE);
+  const int tid = threadIdx.x;
+  auto issue = [&](int t) {
+    char* s = smem + (t % STAGES) * 2 * TILE;
+    for (int o = tid * 16; o < TILE; o += WARPS * 32 * 16) {
+      cp_async16(s + o, k + base + size_t(t) * TILE + o);
+      cp_async16(s + TILE + o, v + base + size_t(t) * TILE + o);
+    }
+    asm volatile("cp.async.commit_group;\n");
+  };
+  for (int t = 0; t < STAGES - 1; ++t) issue(t < tiles ? t : tiles - 1);
+  unsigned x = 0;
+  for (int t = 0; t < tiles; ++t) {
+    issue(t + STAGES - 1 < tiles ? t + STAGES - 1 : tiles - 1);
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1));
+    __syncthreads();
+    const unsigned* s = reinterpret_cast<const unsigned*>(smem + (t % STAGES) * 2 * TILE);
+    for (int o = tid; o < 2 * TILE / 4; o += WARPS * 32 * 8) x ^= s[o];
+    __syncthreads();
+  }
+  if (x == 0x12345678u) sink[0] = x;
+}
+
+__device__ inline void mbar_init(uint64_t* bar, unsigned count) {
+  unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(b), "r"(count));
+}
+__device__ inline void mbar_expect(uint64_t* bar, unsigned bytes) {
+  unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes));
+}
+__device__ inline void mbar_wait(uint64_t* bar, unsigned phase) {
+  unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::"r"(b),
+      "r"(phase));
+}
+__device__ inline void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(s),
+               "l"(gmem), "r"(bytes), "r"(b)
+               : "memory");
+}
+
+// As cp_async_ring, but thread 0 moves each stage with two bulk copies (K and V) on an mbarrier.
+template <int WARPS, int STAGES, int TILE>
+__global__ void bulk_ring(const char* __restrict__ k, const char* __restrict__ v, int chunks, unsigned* sink) {
+  extern __shared__ __align__(128) char smem[];
+  __shared__ uint64_t bars[STAGES];
+  const size_t per_chunk = kStreamBytes / chunks / TILE * TILE;  // whole tiles: 16-byte aligned copies
+  const size_t base = size_t(blockIdx.y) * kStreamBytes + blockIdx.x * per_chunk;
+  const int tiles = int(per_chunk / TILE);
+  const int tid = threadIdx.x;
+  if (tid == 0)
+    for (int s = 0; s < STAGES; ++s) mbar_init(&bars[s], 1);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  __syncthreads();
+  auto issue = [&](int t) {
+    if (tid != 0 || t >= tiles) return;
+    char* s = smem + (t % STAGES) * 2 * TILE;
+    mbar_expect(&bars[t % STAGES], 2 * TILE);
+    bulk_copy(s, k + base + size_t(t) * TILE, TILE, &bars[t % STAGES]);
+    bulk_copy(s + TILE, v + base + size_t(t) * TILE, TILE, &bars[t % STAGES]);
+  };
+  for (int t = 0; t < STAGES - 1; ++t) issue(t);
+  unsigned x = 0;
+  for (int t = 0; t < tiles; ++t) {
+    issue(t + STAGES - 1);
+    mbar_wait(&bars[t % STAGES], (t / STAGES) & 1);
+    const unsigned* s = reinterpret_cast<const unsigned*>(smem + (t % STAGES) * 2 * TILE);
+    for (int o = tid; o < 2 * TILE / 4; o += WARPS * 32 * 8) x ^= s[o];
+    __syncthreads();  // the stage is free before it is refilled
+  }
+  if (x == 0x12345678u) sink[0] = x;
+}
+
+struct Bench {
+  char *k, *v, *flush;
+  unsigned* sink;
+  size_t flush_bytes = size_t(512) << 20;
+  cudaEvent_t a, b;
+  template <class F>
+  double tbps(F launch) {
+    std::vector<float> ms;
+    for (int r = 0; r < 18; ++r) {
+      CHECK(cudaMemsetAsync(flush, r, flush_bytes));
+      CHECK(cudaEventRecord(a));
+      launch();
+      CHECK(cudaEventRecord(b));
+      CHECK(cudaEventSynchronize(b));
+      float t;
+      CHECK(cudaEventElapsedTime(&t, a, b));
+      if (r >= 3) ms.push_back(t);
+    }
+    CHECK(cudaGetLastError());
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * kGroups * kStreamBytes / (ms[ms.size() / 2] * 1e-3) / 1e12;  // (a chunk split's remainder, < 1 %, is left unread)
+  }
+};
+
+template <int WARPS, int STAGES, int TILE>
+void ring(Bench& b, int chunks, bool bulk) {
+  int shared = STAGES * 2 * TILE;
+  auto kern = bulk ? bulk_ring<WARPS, STAGES, TILE> : cp_async_ring<WARPS, STAGES, TILE>;
+  CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  int resident = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, WARPS * 32, shared));
+  double r = b.tbps([&] { kern<<<dim3(chunks, kGroups), WARPS * 32, shared>>>(b.k, b.v, chunks, b.sink); });
+  std::printf("%-9s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  %.2f TB/s\n", bulk ? "bulk" : "cp.async",
+              WARPS, STAGES, TILE, chunks, resident, r);
+}
+
+int main() {
+  Bench b;
+  size_t bytes = size_t(kGroups) * kStreamBytes;
+  CHECK(cudaMalloc(&b.k, bytes));
+  CHECK(cudaMalloc(&b.v, bytes));
+  CHECK(cudaMalloc(&b.flush, b.flush_bytes));
+  CHECK(cudaMalloc(&b.sink, 4));
+  CHECK(cudaMemset(b.k, 1, bytes));
+  CHECK(cudaMemset(b.v, 2, bytes));
+  CHECK(cudaEventCreate(&b.a));
+  CHECK(cudaEventCreate(&b.b));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int per_sm : {4, 8, 16}) {
+    double r = b.tbps([&] {
+      plain_loads<<<sms * per_sm, 256>>>(reinterpret_cast<const uint4*>(b.k), bytes / 16, b.sink);
+      plain_loads<<<sms * per_sm, 256>>>(reinterpret_cast<const uint4*>(b.v), bytes / 16, b.sink);
+    });
+    std::printf("plain 16-byte loads, %d blocks of 256 per SM: %.2f TB/s\n", per_sm, r);
+  }
+  for (bool bulk : {false, true}) {
+    ring<1, 2, 8192>(b, 2, bulk);  // decode's partial kernel now (one warp, 32 keys)
+    ring<1, 2, 8192>(b, 3, bulk);
+    ring<1, 3, 8192>(b, 2, bulk);
+    ring<1, 2, 16384>(b, 2, bulk);
+    ring<4, 2, 16384>(b, 2, bulk);  // four warps on 64-key tiles
+    ring<4, 3, 16384>(b, 2, bulk);
+    ring<4, 2, 32768>(b, 2, bulk);
+    ring<4, 4, 16384>(b, 1, bulk);
+    ring<4, 3, 16384>(b, 4, bulk);
+  }
+  return 0;
+}
