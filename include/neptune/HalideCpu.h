@@ -10,7 +10,8 @@
 
 namespace neptune {
 
-/** Converts a host tensor to a dense Halide buffer (dimensions reversed: innermost first), and back. */
+/** Converts a host tensor to a dense Halide buffer (dimensions reversed: innermost first), its host
+ * marked dirty so that copy_to_device copies the values. */
 Halide::Buffer<> to_halide_buffer(const HostTensor &t);
 
 /** Computes every reduction of the pipeline that produces `outputs` at root: the plain algorithms

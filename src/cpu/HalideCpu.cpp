@@ -10,6 +10,9 @@ Halide::Buffer<> to_halide_buffer(const HostTensor &t) {
     std::vector<int> extents(t.desc.shape.rbegin(), t.desc.shape.rend());
     Halide::Buffer<> buf(algorithms::halide_type(t.desc.dtype), extents);
     t.store(buf.data());
+    // Written through data(), which leaves the flag alone: without it, copy_to_device allocates device
+    // memory and copies nothing into it (Halide copies only a dirty host).
+    buf.set_host_dirty();
     return buf;
 }
 

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include <sstream>
 #include <string>
@@ -120,10 +121,6 @@ void check_mixed_pipeline(bool before, bool after) {
         doubled.gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
         result = doubled;
     }
-    ExternOptions o;
-    o.head_dim_qk = 128;
-    GpuPipeline p = compile_gpu({result}, o);
-
     const std::vector<HostTensor> in = make_inputs(inst, 4);
     std::vector<Halide::Buffer<>> bound;
     Halide::ImageParam params[] = {q, k, v};
@@ -132,14 +129,24 @@ void check_mixed_pipeline(bool before, bool after) {
         REQUIRE(bound.back().copy_to_device(Halide::DeviceAPI::CUDA, gpu_jit_target()) == 0);
         params[t].set(bound.back());
     }
-    if (before) {
-        // Halide's stage alone in a JIT pipeline of its own: q halved (exact in f16).
+    // Halide's stage alone in a JIT pipeline of its own: q halved (exact in f16), before and after
+    // compile_gpu, which separates what compile_gpu changes from what the mixed pipeline does.
+    // NEPTUNE_TEST_HALIDE_DEBUG=1 realizes it with Halide's Debug runtime (every CUDA call logged).
+    auto check_halved = [&](const std::string &when) {
+        INFO("q_in realized alone " << when << " compile_gpu");
+        Halide::Target t = gpu_jit_target();
+        if (std::getenv("NEPTUNE_TEST_HALIDE_DEBUG")) t = t.with_feature(Halide::Target::Debug);
         Halide::Buffer<> halved = to_halide_buffer(in[0]);
-        q_in.realize(halved, gpu_jit_target());
+        q_in.realize(halved, t);
         HostTensor want_q = in[0];
         for (double &x : want_q.values) x *= 0.5;
         check_close("q_in", read(halved, inst.inputs[0]), want_q, Tolerance{1e-6, 1e-6});
-    }
+    };
+    if (before) check_halved("before");
+    ExternOptions o;
+    o.head_dim_qk = 128;
+    GpuPipeline p = compile_gpu({result}, o);
+    if (before) check_halved("after");
     Halide::Buffer<> out = to_halide_buffer(make_outputs(inst)[0]);
     extern_calls.clear();
     neptune_halide_set_trace(record_call);

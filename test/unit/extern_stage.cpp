@@ -9,6 +9,7 @@
 #include "GpuProbe.h"
 #include "neptune/Compile.h"
 #include "neptune/Error.h"
+#include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Schedules.h"
 #include "neptune/runtime/NeptuneHalide.h"
 
@@ -77,6 +78,20 @@ std::string realize_error(GpuPipeline &p, Buffer<float16_t> &out) {
 bool has(const std::string &text, const std::string &what) { return text.find(what) != std::string::npos; }
 
 }  // namespace
+
+TEST_CASE("to_halide_buffer: the values, innermost dimension first, on a host marked dirty") {
+    // Marked dirty so that copy_to_device copies them: Halide copies only a dirty host, and a buffer
+    // written through data() is not (gpu_jit_extern's Halide stage read uninitialized device memory).
+    HostTensor t(TensorDesc{"x", DType::F16, {2, 3}});
+    for (size_t i = 0; i < t.values.size(); i++) t.values[i] = double(i) - 2.5;
+    Halide::Buffer<> b = to_halide_buffer(t);
+    CHECK(b.raw_buffer()->host_dirty());
+    CHECK(b.dimensions() == 2);
+    CHECK(b.dim(0).extent() == 3);
+    CHECK(b.dim(1).extent() == 2);
+    Halide::Buffer<Halide::float16_t> h(*b.raw_buffer());
+    CHECK(float(h(2, 1)) == 2.5f);  // element [1][2] = 5 - 2.5
+}
 
 TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, with the kernels and their dumps") {
     Built b = compile("prefill_causal");
