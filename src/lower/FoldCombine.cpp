@@ -1,10 +1,28 @@
 #include "lower/FoldCombine.h"
 
+#include <algorithm>
+#include <set>
+
 #include "neptune/Error.h"
 
 namespace neptune::internal {
 
 using namespace tir;
+
+namespace {
+
+/** Whether a loop of `body` (at any depth) carries `name`. */
+bool carried_by(const Block &body, const std::string &name) {
+    for (const Stmt &s : body) {
+        if (s->kind == NodeKind::CarriedLoop &&
+            std::find(s->carried.begin(), s->carried.end(), name) != s->carried.end())
+            return true;
+        if (carried_by(s->body, name)) return true;
+    }
+    return false;
+}
+
+}  // namespace
 
 Program fold_combine(const Program &p, bool enabled) {
     if (!enabled || !p.fold || p.kernels.size() != 2) return p;
@@ -42,8 +60,31 @@ Program fold_combine(const Program &p, bool enabled) {
         else if (own->second.str() != type.str())
             fail("value '" + name + "' is " + own->second.str() + " in one kernel and " + type.str() + " in the other");
     }
-    k.body.push_back(make_last_arrival(counter, p.fold->group, p.fold->arrivals, combine.body,
+    // One chunk per group: the partial state is already the group's, so the block writes the output
+    // itself (the combine's epilogue, after its loop over chunks) and skips the workspace round trip
+    // and the arrival. The partial's trailing workspace stores move under the other branch.
+    std::set<std::string> workspaces;
+    for (const Workspace &w : p.workspaces) workspaces.insert(w.name);
+    Block own = partial.body, stores;
+    while (!own.empty() && (own.back()->kind == NodeKind::TileStore || own.back()->kind == NodeKind::RowStore) &&
+           workspaces.count(own.back()->tensor)) {
+        stores.insert(stores.begin(), own.back());
+        own.pop_back();
+    }
+    if (stores.empty()) fail("the partial kernel does not end by storing its state into the workspaces");
+    size_t last_loop = combine.body.size();
+    for (size_t i = 0; i < combine.body.size(); i++)
+        if (combine.body[i]->kind == NodeKind::CarriedLoop) last_loop = i;
+    if (last_loop == combine.body.size()) fail("the combine kernel has no loop over chunks");
+    for (const std::string &c : combine.body[last_loop]->carried)
+        if (!carried_by(partial.body, c)) fail("the combine's state '" + c + "' is not the partial's");
+    const Block epilogue(combine.body.begin() + long(last_loop) + 1, combine.body.end());
+    const Halide::Expr one = p.fold->arrivals == 1;
+    stores.push_back(make_last_arrival(counter, p.fold->group, p.fold->arrivals, combine.body,
                                        "the group's last chunk combines the group"));
+    k.body = own;
+    k.body.push_back(make_if(one, epilogue, "one chunk: its state is the group's"));
+    k.body.push_back(make_if(!one, stores, "several chunks: store the state, the last one combines"));
     Program out = p;
     out.kernels = {k};
     out.workspaces.push_back({counter, p.fold->groups, true});

@@ -11,8 +11,10 @@
 namespace neptune::internal {
 
 /** A program of a partial and a combine kernel with Program::fold set becomes one kernel: the
- * partial's body, then a LastArrival on a new zeroed workspace "ws_arrivals" (one counter per group)
- * whose body is the combine's, with the combine's block-dependent scalars rebound as `fold` says. The
+ * partial's body, then, with several arrivals per group, its workspace stores and a LastArrival on a
+ * new zeroed workspace "ws_arrivals" (one counter per group) whose body is the combine's, with the
+ * combine's block-dependent scalars rebound as `fold` says; with one arrival per group (one chunk), the
+ * combine's epilogue (what follows its loop over chunks) on the partial's own state instead. The
  * kernels must agree on their int parameters and warps, and values of the same name on their types.
  * `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs
  * before plan_shared_memory). */

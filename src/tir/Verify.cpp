@@ -1,6 +1,7 @@
 // The tile IR's invariants, checked in one walk: declarations, scopes and layouts of every operand,
 // shapes of dots and conversions, the names maps and scalar expressions read.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "neptune/Error.h"
@@ -129,6 +130,12 @@ private:
         for (const HI::Variable *v : variables_of(e))
             if (!scalars_.count(v->name))
                 fail(s, "the " + field + " expression reads '" + v->name + "', which is not a scalar in scope");
+    }
+
+    bool reads_only_params(const Halide::Expr &e) const {
+        for (const HI::Variable *v : variables_of(e))
+            if (std::find(k_.int_params.begin(), k_.int_params.end(), v->name) == k_.int_params.end()) return false;
+        return true;
     }
 
     void check_index(const Stmt &s, const Halide::Expr &e, const char *field) const {
@@ -305,12 +312,16 @@ private:
         case NodeKind::TileDot: check_dot(s); break;
         case NodeKind::Convert: check_convert(s); break;
         case NodeKind::CarriedLoop: check_loop(s); break;
-        case NodeKind::IfThen:
+        case NodeKind::IfThen: {
             check_index(s, s->cond, "condition");
-            nested_++;
+            // A top-level condition on the launch's parameters alone is the same in every block, so a
+            // LastArrival under it still counts every block of a group (or none).
+            const bool grid_uniform = nested_ == 0 && reads_only_params(s->cond);
+            if (!grid_uniform) nested_++;
             block(s->body);
-            nested_--;
+            if (!grid_uniform) nested_--;
             break;
+        }
         case NodeKind::Barrier: break;
         case NodeKind::Release:
             if (!is_shared_tile(value(s, s->src))) fail(s, "only shared tiles are released");
@@ -323,7 +334,7 @@ private:
         case NodeKind::LastArrival: {
             const TensorParam &t = tensor(s);
             if (t.elem != DType::F32 || !t.output) fail(s, "an arrival counter is a written f32 workspace, not '" + t.name + "'");
-            if (nested_ > 0) fail(s, "blocks arrive once, at the kernel's top level, not inside a loop or condition");
+            if (nested_ > 0) fail(s, "blocks arrive once, at the kernel's top level or under a condition on the launch parameters alone, not inside a loop or another condition");
             if (k_.producer_warps) fail(s, "warp-specialized kernels do not count arrivals");
             check_index(s, s->base, "counter");
             check_index(s, s->value, "arrivals");
@@ -428,10 +439,15 @@ void verify(const Program &p) {
         for (const TensorParam &t : k.tensors)
             if (workspaces.count(t.name) && t.elem != DType::F32)
                 throw InternalError("tir::verify: kernel '" + k.name + "': workspace '" + t.name + "' must be f32");
-        for (const Stmt &s : k.body)
-            if (s->kind == NodeKind::LastArrival && !zeroed.count(s->tensor))
-                throw InternalError("tir::verify: kernel '" + k.name + "': arrivals are counted in '" + s->tensor +
-                                    "', which is not a zeroed workspace of the program");
+        std::function<void(const Block &)> arrivals = [&](const Block &b) {
+            for (const Stmt &s : b) {
+                if (s->kind == NodeKind::LastArrival && !zeroed.count(s->tensor))
+                    throw InternalError("tir::verify: kernel '" + k.name + "': arrivals are counted in '" + s->tensor +
+                                        "', which is not a zeroed workspace of the program");
+                if (s->kind == NodeKind::IfThen) arrivals(s->body);  // the conditions verify(k) allowed
+            }
+        };
+        arrivals(k.body);
     }
 }
 

@@ -102,18 +102,22 @@ TEST_CASE("gpu attention: decode with deeper cp.async pipelines and other tiles 
 
 TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or as a second kernel") {
     // Folded (the default): repeated launches reuse the arrival counters, which each launch must leave
-    // at zero; more chunks than tiles leave empty chunks; the two-kernel form on both paths.
+    // at zero; more chunks than tiles leave empty chunks; one chunk writes the output without arriving;
+    // the two-kernel form on both paths.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
         Case folded{3, 1000, 128, 128, InputStyle::RisingScores};
         folded.runs = 3;
         Case empty_chunks{2, 500, 128, 128, InputStyle::RisingScores};
         empty_chunks.chunks = 40;  // 16 tiles of 32 keys
+        Case one_chunk{3, 1000, 128, 128, InputStyle::RisingScores};
+        one_chunk.chunks = 1;  // the output written directly, no arrival
+        one_chunk.runs = 2;
         Case two{2, 1000, 128, 128, InputStyle::RisingScores};
         two.fold_combine = 0;
         Case two_sm80 = two;
         two_sm80.arch = "sm_80";
-        for (const Case &c : {folded, empty_chunks, two, two_sm80}) run(op, c);
+        for (const Case &c : {folded, empty_chunks, one_chunk, two, two_sm80}) run(op, c);
     }
 }
 

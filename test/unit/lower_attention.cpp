@@ -157,9 +157,22 @@ TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each 
     REQUIRE(one.kernels.size() == 1u);
     const tir::Kernel &k = one.kernels[0];
     INFO(tir::to_string(one));
-    // The partial's body, then one arrival whose body is the combine's, on a counter per group.
-    REQUIRE(k.body.size() == two.kernels[0].body.size() + 1);
-    const tir::Stmt &last = k.body.back();
+    // The partial's body up to its three workspace stores, then two conditions on the chunk count:
+    // one chunk writes the output from the block's own state (the combine's epilogue: its final map
+    // and store); several store the state and arrive, and the arrival's body is the combine's.
+    const tir::Block &partial = two.kernels[0].body;
+    REQUIRE(k.body.size() == partial.size() - 3 + 2);
+    const tir::Stmt &direct = k.body[k.body.size() - 2], &several = k.body.back();
+    REQUIRE(direct->kind == tir::NodeKind::IfThen);
+    REQUIRE(several->kind == tir::NodeKind::IfThen);
+    CHECK(tir::to_string(direct, false).find("if (chunks == 1)") == 0);
+    REQUIRE(direct->body.size() == 2u);
+    CHECK(direct->body[0]->kind == tir::NodeKind::TileMap);
+    CHECK(direct->body[1]->kind == tir::NodeKind::TileStore);
+    CHECK(direct->body[1]->tensor == "out");
+    REQUIRE(several->body.size() == 4u);
+    for (int i = 0; i < 3; i++) CHECK(tir::to_string(several->body[i], false) == tir::to_string(partial[partial.size() - 3 + i], false));
+    const tir::Stmt &last = several->body.back();
     REQUIRE(last->kind == tir::NodeKind::LastArrival);
     CHECK(last->tensor == "ws_arrivals");
     CHECK(last->body.size() == two.kernels[1].body.size());

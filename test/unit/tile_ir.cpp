@@ -383,7 +383,7 @@ TEST_CASE("tile IR: the last block of each group to arrive runs the body, sees t
                          InternalError);
 }
 
-TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level, in a zeroed workspace") {
+TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level or under a grid-uniform condition, in a zeroed workspace") {
     const tir::Program p = arrival_program();
     CHECK_NOTHROW(tir::verify(p));
     tir::Program unzeroed = p;
@@ -393,6 +393,19 @@ TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level
     tir::Kernel nested = p.kernels[0];
     nested.body = {tir::make_loop("j", 0, 2, {}, {p.kernels[0].body.back()})};
     CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("blocks arrive once, at the kernel's top level"), InternalError);
+    // Under a condition on the launch parameters alone every block takes the same branch, so every
+    // block of a group still arrives; under one on a block index some would not, and the last never comes.
+    tir::Program uniform = p;
+    uniform.kernels[0].int_params = {"n"};
+    uniform.kernels[0].body.back() = tir::make_if(iv("n") > 1, {p.kernels[0].body.back()});
+    CHECK_NOTHROW(tir::verify(uniform));
+    uniform.workspaces[1].zeroed = false;
+    CHECK_THROWS_WITH_AS(tir::verify(uniform), doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
+                         InternalError);
+    tir::Kernel per_block = p.kernels[0];
+    per_block.body.back() = tir::make_if(iv("chunk") > 0, {p.kernels[0].body.back()});
+    CHECK_THROWS_WITH_AS(tir::verify(per_block), doctest::Contains("under a condition on the launch parameters alone"),
+                         InternalError);
     tir::Kernel read_only = p.kernels[0];
     read_only.tensors[1].output = false;
     CHECK_THROWS_WITH_AS(tir::verify(read_only), doctest::Contains("an arrival counter is a written f32 workspace"),
