@@ -63,13 +63,18 @@ public:
         } else {
             p.kernels.push_back(partial_kernel());
             p.kernels.push_back(combine_kernel());
+            if (kw() > 1 && !opt_.fold_combine)
+                fail("key-split warps need the folded combine: their partial states are laid out per group");
             for (const StageInfo &s : stages_) {
-                Expr n = ivar("chunks") * ivar("batch") * ivar("q_heads");
+                Expr n = kw() > 1 ? ivar("chunks") * ivar("batch") * ivar("kv_heads") * bm()
+                                  : ivar("chunks") * ivar("batch") * ivar("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
-            p.fold = CombineFold{ivar("b") * ivar("kv_heads") + ivar("hkv"), ivar("batch") * ivar("kv_heads"), ivar("chunks"),
-                                 {{"r0", ivar("b") * ivar("q_heads") + ivar("h0")}, {"r_valid", ivar("group")}}};
+            const Expr group = ivar("b") * ivar("kv_heads") + ivar("hkv");
+            p.fold = CombineFold{group, ivar("batch") * ivar("kv_heads"), ivar("chunks"),
+                                 {{"r0", ivar("b") * ivar("q_heads") + ivar("h0")}, {"r_valid", ivar("group")}}, kw()};
+            if (kw() > 1) p.fold->combine_scalars["grp"] = group;
         }
         return p;
     }
@@ -97,7 +102,14 @@ private:
     int dp() const { return round_up(opt_.head_dim_qk, 16); }
     int dvp() const { return round_up(opt_.head_dim_v, 16); }
     int bm() const { return 16 * opt_.warps; }
-    int bn() const { return opt_.block_n; }
+    int bn() const { return opt_.block_n; }  // keys per warp and tile
+    int kw() const { return opt_.key_warps; }
+    int bt() const { return bn() * kw(); }     // keys per shared K/V tile (the key-split warps' slices)
+    // The key of score column `col` in KV tile j: with key-split warps, warp row / 16 holds slice row / 16.
+    Expr key_of_col() const {
+        const Expr slice = kw() > 1 ? (ivar("row") / 16) * bn() : Expr(0);
+        return ivar("j") * bt() + slice + ivar("col");
+    }
 
     const StageInfo &stage_named(const std::string &n) const {
         for (const StageInfo &s : stages_)
@@ -394,10 +406,11 @@ private:
 
     void declare_common(Kernel &k) const {
         const DType t = opt_.dtype;
-        k.values["q_s"] = {t, bm(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        // Key-split warps share one block of query rows: q_s holds it once, q_a broadcasts it.
+        k.values["q_s"] = {t, bm() / kw(), dp(), Scope::Shared, Layout::SharedRowMajor};
         k.values["q_a"] = {t, bm(), dp(), Scope::Register, Layout::MmaOperandA};
-        k.values["k_s"] = {t, bn(), dp(), Scope::Shared, Layout::SharedRowMajor};
-        k.values["v_s"] = {t, bn(), dvp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["k_s"] = {t, bt(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["v_s"] = {t, bt(), dvp(), Scope::Shared, Layout::SharedRowMajor};
         k.values["s"] = {DType::F32, bm(), bn(), Scope::Register, Layout::MmaAccumulator};
     }
 
@@ -407,15 +420,15 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), ivar("j") * bn(), bind(k_base(), rows),
-                                   Expr(opt_.head_dim_qk), ivar("seq_kv") - ivar("j") * bn(), Expr(opt_.head_dim_qk)));
+        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), ivar("j") * bt(), bind(k_base(), rows),
+                                   Expr(opt_.head_dim_qk), ivar("seq_kv") - ivar("j") * bt(), Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
-        b.push_back(make_dot("s", "q_a", "k_s", true));
+        b.push_back(key_split(make_dot("s", "q_a", "k_s", true)));
         std::map<std::string, Expr> cols = rows;
-        cols["kv"] = ivar("j") * bn() + ivar("col");
+        cols["kv"] = key_of_col();
         const Expr mod = HI::substitute("dot", fvar("s"), bind(modifier_, cols));
         if (!HI::equal(modifier_, fvar("dot"))) b.push_back(make_map("s", mod, "score modifier"));
-        Expr vis = ivar("j") * bn() + ivar("col") < ivar("seq_kv");
+        Expr vis = key_of_col() < ivar("seq_kv");
         if (visible_.defined()) vis = bind(visible_, cols) && vis;
         b.push_back(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"));
         bool loaded_v = false;
@@ -486,12 +499,12 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), ivar("j") * bn(), bind(v_base(), rows),
-                                               Expr(opt_.head_dim_v), ivar("seq_kv") - ivar("j") * bn(),
+                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), ivar("j") * bt(), bind(v_base(), rows),
+                                               Expr(opt_.head_dim_v), ivar("seq_kv") - ivar("j") * bt(),
                                                Expr(opt_.head_dim_v)));
                     loaded_v = true;
                 }
-                b.push_back(make_dot(si.name, pa, "v_s", false));
+                b.push_back(key_split(make_dot(si.name, pa, "v_s", false)));
             } else {
                 k.values[nw] = row_vec();
                 Expr carried = fvar(si.name);
@@ -509,13 +522,19 @@ private:
         return b;
     }
 
+    // Each warp's rows read their own block_n rows of the shared tile.
+    Stmt key_split(Stmt dot) const {
+        if (kw() == 1) return dot;
+        return with(dot, [&](Node &n) { n.b_block_rows = bn(); });
+    }
+
     // Element offsets of the slices, over canonical (h, b) and loop variable j.
     Expr kv_plane() const { return ivar("b") * ivar("kv_heads") + hk_; }
     Expr k_base() const {
-        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bn()) * opt_.head_dim_qk;
+        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bt()) * opt_.head_dim_qk;
     }
     Expr v_base() const {
-        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bn()) * opt_.head_dim_v;
+        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bt()) * opt_.head_dim_v;
     }
 
     void init_states(Kernel &k, Block &b) const {
@@ -609,14 +628,18 @@ private:
                      {"b", ivar("block_z")},
                      {"group", ivar("q_heads") / ivar("kv_heads")},
                      {"h0", ivar("hkv") * ivar("group")},
-                     {"n_tiles", (ivar("seq_kv") + bn() - 1) / bn()},
+                     {"n_tiles", (ivar("seq_kv") + bt() - 1) / bt()},
                      {"per_chunk", (ivar("n_tiles") + ivar("chunks") - 1) / ivar("chunks")},
                      {"j0", Halide::min(ivar("chunk") * ivar("per_chunk"), ivar("n_tiles"))},
                      {"j1", Halide::min(ivar("j0") + ivar("per_chunk"), ivar("n_tiles"))}};
         if (bm() < 16) fail("too few rows");
+        if (kw() > 1 && bm() != 16 * kw())
+            fail("key-split warps hold one block of 16 query rows each (a KV group of at most 16 query heads)");
         // Rows past the group pad the MMA tile: they take the last head's values (in bounds) and are not stored.
+        // Key-split warps repeat the group's rows, one copy per warp.
+        const Expr head_row = kw() > 1 ? ivar("row") % 16 : ivar("row");
         const std::map<std::string, Expr> rows = {
-            {"i", Expr(0)}, {"h", ivar("h0") + Halide::min(ivar("row"), ivar("group") - 1)}, {"b", ivar("b")}};
+            {"i", Expr(0)}, {"h", ivar("h0") + Halide::min(head_row, ivar("group") - 1)}, {"b", ivar("b")}};
         // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
         hk_ = ivar("hkv");
         Block body;
@@ -626,13 +649,18 @@ private:
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
         body.push_back(make_loop("j", ivar("j0"), ivar("j1"), state_names(), tile_step(k, rows)));
-        const Expr row0 = ivar("chunk") * ivar("batch") * ivar("q_heads") + ivar("b") * ivar("q_heads") + ivar("h0");
+        // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
+        // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
+        const Expr row0 = kw() > 1 ? (ivar("chunk") * ivar("batch") * ivar("kv_heads") + ivar("b") * ivar("kv_heads") +
+                                      ivar("hkv")) * bm()
+                                   : ivar("chunk") * ivar("batch") * ivar("q_heads") + ivar("b") * ivar("q_heads") + ivar("h0");
+        const Expr stored = kw() > 1 ? Expr(bm()) : ivar("group");
         for (const StageInfo &si : stages_) {
             k.tensors.push_back({"ws_" + si.name, DType::F32, true});
             if (si.tile) {
-                body.push_back(make_store(si.name, "ws_" + si.name, row0 * dvp(), Expr(dvp()), ivar("group"), Expr(dvp())));
+                body.push_back(make_store(si.name, "ws_" + si.name, row0 * dvp(), Expr(dvp()), stored, Expr(dvp())));
             } else {
-                body.push_back(make_row_store(si.name, "ws_" + si.name, row0, ivar("group")));
+                body.push_back(make_row_store(si.name, "ws_" + si.name, row0, stored));
             }
         }
         k.body = body;
@@ -656,12 +684,17 @@ private:
         k.scalars = {{"r0", ivar("block_x") * bm()},
                      {"n_rows", ivar("batch") * ivar("q_heads")},
                      {"r_valid", ivar("n_rows") - ivar("r0")}};
+        // Key-split partials are read per group (fold_combine rebinds grp to the block's group).
+        if (kw() > 1) k.scalars.push_back({"grp", ivar("block_x")});
         const Expr valid = ivar("r_valid");
         const Expr r = Halide::min(ivar("r0") + ivar("row"), ivar("n_rows") - 1);  // padding rows stay in bounds
         const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
         Block body;
         init_states(k, body);
-        const Expr chunk_row0 = ivar("p") * ivar("n_rows") + ivar("r0");
+        // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps.
+        const Expr chunk_row0 =
+            kw() > 1 ? ((ivar("p") / kw()) * ivar("batch") * ivar("kv_heads") + ivar("grp")) * (16 * kw()) + (ivar("p") % kw()) * 16
+                     : ivar("p") * ivar("n_rows") + ivar("r0");
         Block step;
         for (const StageInfo &si : stages_) {  // the chunk's states: independent loads, issued together
             const std::string part = si.name + "_p";
@@ -723,7 +756,7 @@ private:
             merged.push_back(si.name);
         }
         for (const std::string &n : merged) step.push_back(make_row_map(n, fvar(n + "_new")));
-        body.push_back(make_loop("p", Expr(0), ivar("chunks"), state_names(), step));
+        body.push_back(make_loop("p", Expr(0), ivar("chunks") * kw(), state_names(), step));
         epilogue(k, body, rows, ivar("r0"), valid);
         k.body = body;
         return k;

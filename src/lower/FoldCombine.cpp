@@ -83,8 +83,12 @@ Program fold_combine(const Program &p, bool enabled) {
     stores.push_back(make_last_arrival(counter, p.fold->group, p.fold->arrivals, combine.body,
                                        "the group's last chunk combines the group"));
     k.body = own;
-    k.body.push_back(make_if(one, epilogue, "one chunk: its state is the group's"));
-    k.body.push_back(make_if(!one, stores, "several chunks: store the state, the last one combines"));
+    if (p.fold->partials_per_block == 1) {
+        k.body.push_back(make_if(one, epilogue, "one chunk: its state is the group's"));
+        k.body.push_back(make_if(!one, stores, "several chunks: store the state, the last one combines"));
+    } else {  // the block's warps hold partial states of their own: always combined
+        k.body.insert(k.body.end(), stores.begin(), stores.end());
+    }
     Program out = p;
     out.kernels = {k};
     out.workspaces.push_back({counter, p.fold->groups, true});

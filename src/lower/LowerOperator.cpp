@@ -27,6 +27,15 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
+    if (c.key_warps > 1) {
+        if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
+        if (group > 16)
+            throw CompileError(spec.name + ": key-split warps hold one 16-row block of query heads; this group has " +
+                               std::to_string(group));
+        if (lo.wgmma) throw CompileError(spec.name + ": key-split warps are mma.sync kernels");
+        lo.key_warps = c.key_warps;
+        lo.warps = c.key_warps;
+    }
     if (a.decode && group > 16 * lo.warps)
         throw CompileError(spec.name + ": " + std::to_string(group) + " query heads per KV head need " +
                            std::to_string((group + 15) / 16) + " warps");

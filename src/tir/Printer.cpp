@@ -43,7 +43,9 @@ std::string head(const Node &n) {
         return n.op == ReduceOp::Max ? n.dst + " = max(" + n.dst + ", row_max(" + n.src + "))"
                                      : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")";
     case NodeKind::TileDot:
-        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
+        // Key-split: warp w's rows read b's rows from w * R ("k_s[32 w ..]^T").
+        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b +
+               (n.b_block_rows ? "[" + std::to_string(n.b_block_rows) + " warp ..]" : "") + (n.transpose_b ? "^T)" : ")");
     case NodeKind::Convert: return n.dst + " = convert(" + n.src + ")";
     case NodeKind::CarriedLoop: {
         std::string s = "for " + n.var + " in [" + expr(n.begin) + ", " + expr(n.end) + ")";

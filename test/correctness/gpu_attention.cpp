@@ -25,6 +25,7 @@ struct Case {
     int window = 0;               // 0: the operator's
     int chunks = 0, fold_combine = -1;  // decode: split-K chunks (0: by SM count); 0 a separate combine kernel
     int runs = 1;                       // launches on the same operator (arrival counters must reset)
+    int key_warps = 0;                  // decode: warps per block splitting each KV tile along the keys
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -37,13 +38,14 @@ void run(const OperatorSpec &op, const Case &c) {
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
                  << (c.window ? " window " + std::to_string(c.window) : std::string()) << " "
-                 << (c.arch.empty() ? "device arch" : c.arch));
+                 << (c.arch.empty() ? "device arch" : c.arch) << " chunks " << c.chunks << " key warps " << c.key_warps);
     GpuOptions opt;
     opt.arch = c.arch;
     opt.stages = c.stages;
     opt.block_n = c.block_n;
     opt.chunks = c.chunks;
     opt.fold_combine = c.fold_combine;
+    opt.key_warps = c.key_warps;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
@@ -118,6 +120,26 @@ TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or 
         Case two_sm80 = two;
         two_sm80.arch = "sm_80";
         for (const Case &c : {folded, empty_chunks, one_chunk, two, two_sm80}) run(op, c);
+    }
+}
+
+TEST_CASE("gpu attention: decode with key-split warps (one shared KV tile, a slice and a state per warp)") {
+    // 4 warps of 16 keys (64-key tiles) with the chunk rule's count and with 3 chunks, twice on the same
+    // counters; 2 warps of 32 keys at a sequence that ends inside a warp's slice; both paths.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        Case four{3, 1000, 128, 128, InputStyle::RisingScores};
+        four.key_warps = 4;
+        four.block_n = 16;
+        four.runs = 2;
+        Case four_chunks = four;
+        four_chunks.chunks = 3;
+        Case two{2, 4099, 128, 128, InputStyle::Normal};
+        two.key_warps = 2;
+        two.block_n = 32;
+        Case two_sm80 = two;
+        two_sm80.arch = "sm_80";
+        for (const Case &c : {four, four_chunks, two, two_sm80}) run(op, c);
     }
 }
 

@@ -27,6 +27,7 @@ struct Case {
     GpuArch arch = GpuArch::Sm80;  // Sm90a: the wgmma/TMA program for prefill (block_n 0: its default)
     int overlap = -1;
     int fold_combine = -1;  // decode: 0 a separate combine kernel (the default folds it into the partial)
+    int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
 };
 
@@ -42,13 +43,15 @@ void run(const OperatorSpec &op, const Case &c) {
     if (c.window) a.window = c.window;
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
-                 << " tile " << c.block_n << " " << arch_name(c.arch));
+                 << " tile " << c.block_n << " " << arch_name(c.arch) << " chunks " << c.chunks << " key warps "
+                 << c.key_warps);
     internal::LoweringChoices lc;
     lc.arch = c.arch;
     lc.block_n = c.block_n;
     lc.chunks = c.chunks;
     lc.overlap = c.overlap;
     lc.fold_combine = c.fold_combine;
+    lc.key_warps = c.key_warps;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
     // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
@@ -101,6 +104,22 @@ TEST_CASE("interpret: split-K decode with its combine as a second kernel matches
         for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}}) {
             c.fold_combine = 0;
             run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: decode with key-split warps (each a slice of every KV tile, merged by the combine) matches fp64") {
+    // Sequences that end inside a warp's slice, inside the tile and on its edge; one chunk (the block
+    // combines its own warps), several, and more chunks than tiles; 2 and 4 warps of 16 keys or 32.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 16, 1}, {1, 200, 64, 64, 0, 0, 16, 3},
+                                        {3, 64, 128, 128, 0, 0, 16, 1}, {1, 45, 64, 64, 0, 0, 32, 5},
+                                        {1, 129, 80, 80, 0, 0, 16, 2}}) {
+            for (const int warps : {2, 4}) {
+                c.key_warps = warps;
+                run(op, c);
+            }
         }
     }
 }

@@ -10,6 +10,7 @@
 #include "gpu/GpuOperator.h"
 #include "lower/LowerOperator.h"
 #include "lower/UnrollChunkLoops.h"
+#include "neptune/Error.h"
 #include "runtime/Compile.h"
 #include "tir/IR.h"
 
@@ -26,6 +27,15 @@ tir::Program lower(const OperatorSpec &spec, GpuArch arch = GpuArch::Sm80, int f
     c.arch = arch;
     c.fold_combine = fold_combine;
     return internal::lower_operator(instantiate(spec, 1, 256), c).program;
+}
+
+/** NVRTC's cubin of `src` for sm_90a, over the device library. */
+void compile_sm90a(const std::string &src, const std::string &name) {
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    no.arch = "sm_90a";
+    internal::nvrtc_compile(src, name, no);
 }
 
 }  // namespace
@@ -104,11 +114,7 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     CHECK(combine == std::vector<int>{2});
     const std::string src = internal::emit_cuda(p);
     CHECK(src.find("#pragma unroll 2\n") != std::string::npos);
-    internal::NvrtcOptions no;
-    no.cubin = true;
-    no.headers = internal::device_headers();
-    no.arch = "sm_90a";
-    CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_gqa_unrolled.cu", no));
+    CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_unrolled.cu"));
     // A factor of 1 leaves every loop as it was; the default (4) unrolls the chunk loop as far as it may.
     c.unroll_chunks = 1;
     const tir::Program off = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
@@ -195,11 +201,7 @@ TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each 
     const std::string src = internal::emit_cuda(one);
     CHECK(src.find("nd::last_arrival(") != std::string::npos);
     CHECK(src.find("__ldcg(") != std::string::npos);
-    internal::NvrtcOptions no;
-    no.cubin = true;
-    no.headers = internal::device_headers();
-    no.arch = "sm_90a";
-    CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_gqa_folded.cu", no));
+    CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_folded.cu"));
 }
 
 TEST_CASE("lower: fold_constant_scales turns the softcap's division by its cap into a multiplication") {
@@ -215,4 +217,53 @@ TEST_CASE("lower: fold_constant_scales turns the softcap's division by its cap i
             CHECK(internal::emit_cuda(p).find("/ 50.0f") == std::string::npos);
         }
     }
+}
+
+TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice and state, merged by the folded combine") {
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.block_n = 16;
+    c.key_warps = 4;
+    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
+    const tir::Program p = internal::lower_operator(inst, c).program;
+    INFO(tir::to_string(p));
+    REQUIRE(p.kernels.size() == 1u);
+    const tir::Kernel &k = p.kernels[0];
+    CHECK(k.warps == 4);
+    CHECK(k.values.at("q_s").rows == 16);  // one block of query rows, broadcast to the warps' operands
+    CHECK(k.values.at("q_a").rows == 64);
+    CHECK(k.values.at("k_s").rows == 64);  // 4 warps x 16 keys
+    CHECK(k.values.at("s").cols == 16);
+    int split_dots = 0;
+    std::function<void(const tir::Block &)> walk = [&](const tir::Block &b) {
+        for (const tir::Stmt &s : b) {
+            if (s->kind == tir::NodeKind::TileDot && s->b_block_rows == 16) split_dots++;
+            walk(s->body);
+        }
+    };
+    walk(k.body);
+    CHECK(split_dots == 2);  // the score dot and the P V dot
+    // Every block's warps leave partial states, so there is no one-chunk branch: the arrival is at the
+    // top level and the combine walks chunks x 4 partials.
+    REQUIRE(k.body.back()->kind == tir::NodeKind::LastArrival);
+    const std::string text = tir::to_string(p);
+    CHECK(text.find("for p in [0, chunks * 4)") != std::string::npos);
+    CHECK(text.find("s += dot(q_a, k_s[16 warp ..]^T)") != std::string::npos);
+    CHECK(text.find("workspace ws_acc: f32[chunks * batch * kv_heads * 64 * 128]") != std::string::npos);
+    const std::string src = internal::emit_cuda(p);
+    CHECK(src.find("nd::mma_abt(s, q_a, k_s_buf(") != std::string::npos);
+    CHECK(src.find(", 16 * warp);") != std::string::npos);
+    CHECK(src.find("nd::load_a(q_a, q_s_buf(0), 0);") != std::string::npos);
+    CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_key_split.cu"));
+
+    // What key-split warps cannot do, said by name.
+    internal::LoweringChoices two = c;
+    two.fold_combine = 0;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, two), doctest::Contains("need the folded combine"), CompileError);
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("prefill_causal"), 1, 128), c),
+                         doctest::Contains("prefill_causal: key-split warps are for decode"), CompileError);
+    OperatorSpec wide = *find_operator("decode_gqa");
+    wide.attention.q_heads = 32 * wide.attention.kv_heads;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(wide, 1, 128), c),
+                         doctest::Contains("one 16-row block of query heads; this group has 32"), CompileError);
 }
