@@ -8,14 +8,16 @@ namespace neptune::internal {
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident) {
     blocks = std::max<int64_t>(blocks, 1);
     const int64_t most = std::max<int64_t>(1, std::min<int64_t>(tiles, 64));
+    const int64_t slots = int64_t(std::max(resident, 1)) * sms;
     if (blocks < 2 * int64_t(sms)) {
         const int64_t fill = (2 * int64_t(sms) + blocks - 1) / blocks;
         const int64_t root = int64_t(std::ceil(std::sqrt(double(std::max<int64_t>(tiles, 1)))));
-        return int(std::max<int64_t>(1, std::min({fill, root, most})));
+        // Never past one wave: blocks of several warps may fit fewer than two per SM.
+        const int64_t wave = std::max<int64_t>(1, slots / blocks);
+        return int(std::max<int64_t>(1, std::min({fill, root, most, wave})));
     }
     // Whole waves: with c chunks the grid is c * blocks blocks in ceil(c * blocks / slots) waves; one
     // wave (however full) is as good as any, since every SM then streams from the start.
-    const int64_t slots = int64_t(std::max(resident, 1)) * sms;
     int best = 1;
     double best_fill = 0;
     for (int c = 1; c <= std::min<int64_t>(4, most); c++) {

@@ -12,7 +12,8 @@ namespace neptune::internal {
  * holding `resident` partial blocks at once (shared memory decides it):
  *  - fewer than 2 blocks per SM: enough chunks for about two blocks per SM, but at most about
  *    sqrt(tiles): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
- *    costs per tile and per chunk measured about equal;
+ *    costs per tile and per chunk measured about equal; and never more than one wave of `resident` x
+ *    `sms` blocks (key-split blocks of several warps fit fewer per SM);
  *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);

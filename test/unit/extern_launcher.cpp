@@ -179,6 +179,10 @@ TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most
     CHECK(internal::split_k_chunks(1, 1, 132, 6) == 1);
     CHECK(internal::split_k_chunks(1, 0, 132, 6) == 1);         // nor fewer than one (no keys)
     CHECK(internal::split_k_chunks(1, 1000000, 132, 6) == 64);  // at most 64
+    // ... and one wave at most: 4-warp key-split blocks, 3 per SM (396 slots).
+    CHECK(internal::split_k_chunks(256, 128, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
+    CHECK(internal::split_k_chunks(64, 128, 132, 3) == 5);      // decode_gqa 8,8192: 320 of 396
+    CHECK(internal::split_k_chunks(200, 128, 132, 1) == 1);
     // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
     CHECK(internal::split_k_chunks(512, 256, 132, 6) == 1);   // decode_causal 16,8192: one wave
     CHECK(internal::split_k_chunks(1024, 256, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
