@@ -61,20 +61,18 @@ public:
         if (plan_.variant == Variant::Rolling) {
             p.kernels.push_back(rolling_kernel());
         } else {
-            p.kernels.push_back(partial_kernel());
-            p.kernels.push_back(combine_kernel());
             if (kw() > 1 && !opt_.fold_combine)
                 fail("key-split warps need the folded combine: their partial states are laid out per group");
+            p.kernels.push_back(partial_kernel());
+            p.kernels.push_back(combine_kernel());
             for (const StageInfo &s : stages_) {
                 Expr n = kw() > 1 ? ivar("chunks") * ivar("batch") * ivar("kv_heads") * bm()
                                   : ivar("chunks") * ivar("batch") * ivar("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
-            const Expr group = ivar("b") * ivar("kv_heads") + ivar("hkv");
-            p.fold = CombineFold{group, ivar("batch") * ivar("kv_heads"), ivar("chunks"),
+            p.fold = CombineFold{ivar("b") * ivar("kv_heads") + ivar("hkv"), ivar("batch") * ivar("kv_heads"), ivar("chunks"),
                                  {{"r0", ivar("b") * ivar("q_heads") + ivar("h0")}, {"r_valid", ivar("group")}}, kw()};
-            if (kw() > 1) p.fold->combine_scalars["grp"] = group;
         }
         return p;
     }
@@ -684,16 +682,16 @@ private:
         k.scalars = {{"r0", ivar("block_x") * bm()},
                      {"n_rows", ivar("batch") * ivar("q_heads")},
                      {"r_valid", ivar("n_rows") - ivar("r0")}};
-        // Key-split partials are read per group (fold_combine rebinds grp to the block's group).
-        if (kw() > 1) k.scalars.push_back({"grp", ivar("block_x")});
         const Expr valid = ivar("r_valid");
         const Expr r = Halide::min(ivar("r0") + ivar("row"), ivar("n_rows") - 1);  // padding rows stay in bounds
         const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
         Block body;
         init_states(k, body);
-        // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps.
+        // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps, in the
+        // block of bm() rows of (chunk, group); folded, r0 is the group's first row, group * its index.
+        const Expr group_index = ivar("r0") / (ivar("q_heads") / ivar("kv_heads"));
         const Expr chunk_row0 =
-            kw() > 1 ? ((ivar("p") / kw()) * ivar("batch") * ivar("kv_heads") + ivar("grp")) * (16 * kw()) + (ivar("p") % kw()) * 16
+            kw() > 1 ? ((ivar("p") / kw()) * ivar("batch") * ivar("kv_heads") + group_index) * bm() + (ivar("p") % kw()) * 16
                      : ivar("p") * ivar("n_rows") + ivar("r0");
         Block step;
         for (const StageInfo &si : stages_) {  // the chunk's states: independent loads, issued together

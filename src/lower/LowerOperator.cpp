@@ -33,6 +33,9 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
             throw CompileError(spec.name + ": key-split warps hold one 16-row block of query heads; this group has " +
                                std::to_string(group));
         if (lo.wgmma) throw CompileError(spec.name + ": key-split warps are mma.sync kernels");
+        if (c.warps && c.warps != c.key_warps)
+            throw CompileError(spec.name + ": key-split blocks have one warp per slice: warps " + std::to_string(c.warps) +
+                               " and key warps " + std::to_string(c.key_warps) + " disagree (leave warps at 0)");
         lo.key_warps = c.key_warps;
         lo.warps = c.key_warps;
     }

@@ -262,6 +262,10 @@ TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice an
     CHECK_THROWS_WITH_AS(internal::lower_operator(inst, two), doctest::Contains("need the folded combine"), CompileError);
     CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("prefill_causal"), 1, 128), c),
                          doctest::Contains("prefill_causal: key-split warps are for decode"), CompileError);
+    internal::LoweringChoices both = c;
+    both.warps = 2;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, both), doctest::Contains("warps 2 and key warps 4 disagree"),
+                         CompileError);
     OperatorSpec wide = *find_operator("decode_gqa");
     wide.attention.q_heads = 32 * wide.attention.kv_heads;
     CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(wide, 1, 128), c),
