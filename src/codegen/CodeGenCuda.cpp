@@ -153,13 +153,18 @@ public:
         out_ << ") {\n";
         line("constexpr int THREADS = " + std::to_string(32 * k_.warps) + ";  // the compute warps");
         line("(void)THREADS;");
-        if (specialized) {
-            // Swizzled tiles and TMA need 1024-byte alignment of shared addresses; the planner left room.
-            line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
-            line("unsigned char *const smem = smem_raw + ((1024u - (nd::smem_address(smem_raw) & 1023u)) & 1023u);");
-            line("const int warp_all = nd::warp_id();");
+        if (const int a = layout_.alignment_slack) {
+            // Swizzled tiles (and TMA) need aligned shared addresses; the planner left room.
+            const std::string mask = std::to_string(a - 1) + "u";
+            line("extern __shared__ __align__(" + std::to_string(a) + ") unsigned char smem_raw[];");
+            line("unsigned char *const smem = smem_raw + ((" + std::to_string(a) + "u - (nd::smem_address(smem_raw) & " +
+                 mask + ")) & " + mask + ");");
         } else {
             line("extern __shared__ __align__(16) unsigned char smem[];");
+        }
+        if (specialized) {
+            line("const int warp_all = nd::warp_id();");
+        } else {
             line("const int warp = nd::warp_id();");
             line("(void)warp;");
         }
@@ -428,7 +433,6 @@ private:
                      (n.ring.defined() ? ident(n.dst) + "_phase" : std::string("0u")) + ");");
                 break;
             }
-            if (t.layout == Layout::SharedSwizzled128) throw InternalError("emit_cuda: swizzled tiles are filled by TMA");
             if (n.copy == CopyKind::CpAsync && lc) {
                 // Iteration it's copy of load p is commit group (it - begin) * P + p (P pipelined loads,
                 // one group each per iteration, S - 1 iterations issued ahead): when this load's group

@@ -16,6 +16,7 @@
 #include "lower/SelectMma.h"
 #include "lower/SkipMaskedTiles.h"
 #include "lower/SpecializeWarps.h"
+#include "lower/SwizzleSharedTiles.h"
 #include "lower/UnrollChunkLoops.h"
 
 namespace neptune::internal {
@@ -97,6 +98,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("specialize_warps", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
+    p = each_kernel(p, swizzle_shared_tiles);  // after specialize_warps, which reads swizzled as TMA
+    log("swizzle_shared_tiles", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return unroll_chunk_loops(k, opt.unroll_chunks); });  // loops pipeline_loads left

@@ -78,6 +78,10 @@ SharedLayout shared_layout(const Kernel &k) {
             }
         }
         l.alignment_slack = 1024;
+    } else {
+        // cp.async and ldmatrix need only 128-byte aligned swizzled tiles for conflict-free access.
+        for (const auto &[name, t] : k.values)
+            if (t.scope == Scope::Shared && swizzled(t)) l.alignment_slack = 128;
     }
     return l;
 }

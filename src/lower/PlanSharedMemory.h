@@ -18,8 +18,9 @@ struct SharedLayout {
     std::map<std::string, int> buffers;  // 1, or pipeline_stages for tiles loaded in the loop
     std::map<std::string, int> full_barrier, empty_barrier;  // first barrier's byte offset, per TMA tile
     int total = 0;
-    /** Offsets are relative to a 1024-byte aligned base (the swizzle repeats every 1024 bytes and TMA
-     * swizzles absolute addresses); the kernel asks for `alignment_slack` more bytes to align it. */
+    /** Offsets are relative to a base aligned to `alignment_slack` bytes (1024 with TMA, which swizzles
+     * absolute addresses; 128 for swizzled tiles that only cp.async and ldmatrix touch; 0: 16); the
+     * kernel asks for that many more bytes to align it. */
     int alignment_slack = 0;
 };
 

@@ -203,9 +203,7 @@ private:
                         a.str());
         if (!is_shared_tile(b) || b.elem != a.elem)
             fail(s, "the dot's b must be a shared tile of a's element type, not " + b.str());
-        if (wgmma != is_swizzled(b))
-            fail(s, wgmma ? "a wgmma reads b from a swizzled shared tile, not " + b.str()
-                          : "mma.sync reads b through ldmatrix from a row-major shared tile, not " + b.str());
+        if (wgmma && !is_swizzled(b)) fail(s, "a wgmma reads b from a swizzled shared tile, not " + b.str());
         if (wgmma && (k_.warps % 4 || acc.rows != k_.rows()))
             fail(s, "a wgmma dot needs whole warpgroups of compute warps and a tile of all their rows");
         int bk = s->transpose_b ? b.cols : b.rows, bn = s->transpose_b ? b.rows : b.cols;
@@ -225,7 +223,7 @@ private:
 
     void check_convert(const Stmt &s) const {
         const TileType &dst = value(s, s->dst), &src = value(s, s->src);
-        const bool staged = is_shared_tile(src) && !is_swizzled(src) && is_operand_a(dst) && src.elem == dst.elem;
+        const bool staged = is_shared_tile(src) && is_operand_a(dst) && src.elem == dst.elem;
         const bool rounded = is_accumulator(src) && is_operand_a(dst);
         if (!staged && !rounded)
             fail(s, "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "

@@ -172,15 +172,15 @@ std::string shape_name(const char *op, const char *type, std::initializer_list<i
 /** mma_abt (AB false) or mma_ab (AB true) after load_tile_sync and load_a, read back with
  * store_acc_f32 and store_acc<T>. Products of T values are exact in f32, so the f32 result only
  * carries accumulation rounding; the T result adds one rounding. */
-template <typename T, int WARPS, int MT, int NT, int KT, bool AB>
+template <typename T, int WARPS, int MT, int NT, int KT, bool AB, bool SWIZZLED = false>
 void test_mma(checker &ck, std::mt19937 &rng, int b_row0, int b_col0) {
-    using shape = dt::mma_shape<T, WARPS, MT, NT, KT, AB>;
+    using shape = dt::mma_shape<T, WARPS, MT, NT, KT, AB, SWIZZLED>;
     const std::vector<float> a = random_exact<T>(rng, size_t(shape::m) * shape::k, -1, 1);
     const std::vector<float> b = random_exact<T>(rng, size_t(shape::b_rows) * shape::b_cols, -1, 1);
     device_buffer<T> a_d(to_type<T>(a)), b_d(to_type<T>(b)), c16_d(size_t(shape::m) * shape::n);
     device_buffer<float> c32_d(size_t(shape::m) * shape::n);
-    dt::mma_kernel<T, WARPS, MT, NT, KT, AB><<<1, 32 * WARPS>>>(a_d.get(), b_d.get(), c32_d.get(), c16_d.get(), b_row0,
-                                                                  b_col0);
+    dt::mma_kernel<T, WARPS, MT, NT, KT, AB, SWIZZLED><<<1, 32 * WARPS>>>(a_d.get(), b_d.get(), c32_d.get(),
+                                                                            c16_d.get(), b_row0, b_col0);
     sync_launch();
 
     std::vector<double> ref(size_t(shape::m) * shape::n);
@@ -194,7 +194,9 @@ void test_mma(checker &ck, std::mt19937 &rng, int b_row0, int b_col0) {
             }
             ref[size_t(i) * shape::n + j] = sum;
         }
-    const std::string name = shape_name(AB ? "mma_ab" : "mma_abt", host_type<T>::name, {WARPS, MT, NT, KT});
+    const std::string name = shape_name(AB ? (SWIZZLED ? "mma_ab swizzled" : "mma_ab")
+                                           : (SWIZZLED ? "mma_abt swizzled" : "mma_abt"),
+                                        host_type<T>::name, {WARPS, MT, NT, KT, b_row0, b_col0});
     ck.close(name + " f32", to_double(c32_d.download()), ref, {2e-4, 0});
     ck.close(name + " as T", to_double(c16_d.download()), ref, {2e-4, host_type<T>::unit_roundoff});
 }
@@ -219,6 +221,26 @@ void test_load(checker &ck, std::mt19937 &rng, int valid_rows, int valid_cols, i
         }
     const std::string name = shape_name(ASYNC ? "load_tile_async" : "load_tile_sync", host_type<T>::name,
                                         {THREADS, ROWS, COLS, valid_rows, valid_cols});
+    ck.close(name + " bits", bits_of(out_d.download()), bits_of(expected), {});
+}
+
+/** load_tile_async / load_tile_sync into a poisoned swizzled tile, read back through at(): valid
+ * chunks are copied, masked ones are zero, and no element is left poisoned or written twice. */
+template <typename T, int THREADS, int ROWS, int COLS, bool ASYNC>
+void test_load_swizzled(checker &ck, std::mt19937 &rng, int valid_rows, int valid_cols, int row_stride) {
+    const std::vector<T> src = to_type<T>(random_floats(rng, size_t(ROWS) * row_stride, 1, 2));  // never 0
+    device_buffer<T> src_d(src), out_d(size_t(ROWS) * COLS);
+    dt::load_swizzled_kernel<T, THREADS, ROWS, COLS, ASYNC><<<1, THREADS + 32>>>(src_d.get(), row_stride, valid_rows,
+                                                                                valid_cols, out_d.get());
+    sync_launch();
+
+    std::vector<T> expected(size_t(ROWS) * COLS);
+    for (int r = 0; r < ROWS; ++r)
+        for (int c = 0; c < COLS; ++c)
+            expected[size_t(r) * COLS + c] =
+                r < valid_rows && c / 8 * 8 < valid_cols ? src[size_t(r) * row_stride + c] : T{0};
+    const std::string name = shape_name(ASYNC ? "load_tile_async swizzled" : "load_tile_sync swizzled",
+                                        host_type<T>::name, {THREADS, ROWS, COLS, valid_rows, valid_cols});
     ck.close(name + " bits", bits_of(out_d.download()), bits_of(expected), {});
 }
 
@@ -430,6 +452,14 @@ void test_type(checker &ck, std::mt19937 &rng) {
     test_load<T, 64, 24, 40, true>(ck, rng, 1000, 1000, 40);  // nothing masked
     test_load<T, 64, 24, 40, true>(ck, rng, 0, 40, 40);       // everything masked
     test_load<T, 128, 64, 128, true>(ck, rng, 50, 96, 136);
+    // Swizzled tiles (decode's and mma.sync prefill's K, V and Q tiles): any b_row0, b_col0 0 or 64.
+    test_mma<T, 2, 1, 8, 8, false, true>(ck, rng, 8, 0);   // S = Q K^T, d = 128
+    test_mma<T, 1, 2, 3, 4, false, true>(ck, rng, 5, 0);   // odd NT (.x2 tail), a row offset inside a group
+    test_mma<T, 2, 1, 16, 4, true, true>(ck, rng, 8, 64);  // O += P V, 64 keys, the second column block
+    test_mma<T, 1, 1, 5, 8, true, true>(ck, rng, 3, 0);    // odd NT, 128 keys
+    test_load_swizzled<T, 32, 32, 128, true>(ck, rng, 32, 128, 128);  // decode's K tile
+    test_load_swizzled<T, 64, 24, 64, true>(ck, rng, 19, 40, 72);     // masked rows and chunks
+    test_load_swizzled<T, 64, 16, 128, false>(ck, rng, 1, 128, 128);  // decode's Q tile: one row
     test_layout<T, 2, 4>(ck, rng);
     test_layout<T, 1, 16>(ck, rng);
     test_store<T, 2, 4>(ck, rng);

@@ -9,29 +9,61 @@ namespace neptune::device_test {
 
 namespace nd = neptune::device;
 
+/** std::conditional without the standard library (NVRTC compiles this file without one). */
+template <bool B, class X, class Y>
+struct pick {
+    using type = X;
+};
+template <class X, class Y>
+struct pick<false, X, Y> {
+    using type = Y;
+};
+
 /** A shared-memory pattern that no test input contains. */
 constexpr unsigned short poison_bits = 0xbeef;
 
+/** Loads g into s with threads 0 .. THREADS-1 (cp.async, waited for, or plain stores), then a barrier. */
+template <int THREADS, bool ASYNC, class Tile>
+__device__ void load_and_wait(Tile s, const typename Tile::element *g, long long row_stride, int valid_rows,
+                              int valid_cols) {
+    if constexpr (ASYNC) {
+        nd::load_tile_async<THREADS>(s, g, row_stride, valid_rows, valid_cols);
+        nd::cp_async_commit();
+        nd::cp_async_wait<0>();
+    } else {
+        nd::load_tile_sync<THREADS>(s, g, row_stride, valid_rows, valid_cols);
+    }
+    nd::barrier();
+}
+
 /** Each of WARPS warps computes its 16 MT rows of c = 1 + a b^T (AB false: b holds [n][k]) or
  * c = 1 + a b (AB true: b holds [k][n]). a is (16 MT WARPS) x (16 KT) row-major; b is read at
- * (b_row0, b_col0) inside a larger row-major tile with 16 spare rows and columns. c32 and c16
- * are (16 MT WARPS) x (8 NT) row-major. */
-template <typename T, int WARPS, int MT, int NT, int KT, bool AB>
+ * (b_row0, b_col0) inside a larger row-major tile with 16 spare rows and columns (SWIZZLED: tiles
+ * in swizzled_tile's layout, loaded by cp.async; b's columns rounded up to whole 64-column blocks,
+ * plus one spare block for mma_ab, whose b_col0 is 0 or 64). c32 and c16 are (16 MT WARPS) x (8 NT)
+ * row-major. */
+template <typename T, int WARPS, int MT, int NT, int KT, bool AB, bool SWIZZLED = false>
 struct mma_shape {
     static constexpr int m = 16 * MT * WARPS, k = 16 * KT, n = 8 * NT;
-    static constexpr int b_rows = (AB ? k : n) + 16, b_cols = (AB ? n : k) + 16;
+    static constexpr int b_rows = (AB ? k : n) + 16;
+    static constexpr int b_cols = !SWIZZLED ? (AB ? n : k) + 16 : AB ? (n + 63) / 64 * 64 + 64 : k;
+    using a_tile = typename pick<SWIZZLED, nd::swizzled_tile<T, m, k>, nd::smem_tile<T, m, k>>::type;
+    using b_tile =
+        typename pick<SWIZZLED, nd::swizzled_tile<T, b_rows, b_cols>, nd::smem_tile<T, b_rows, b_cols>>::type;
+    static constexpr int a_elems = SWIZZLED ? m * k : m * (k + 8);
+    static constexpr int b_elems = SWIZZLED ? b_rows * b_cols : b_rows * (b_cols + 8);
 };
 
-template <typename T, int WARPS, int MT, int NT, int KT, bool AB>
+template <typename T, int WARPS, int MT, int NT, int KT, bool AB, bool SWIZZLED = false>
 __global__ void mma_kernel(const T *a, const T *b, float *c32, T *c16, int b_row0, int b_col0) {
-    using shape = mma_shape<T, WARPS, MT, NT, KT, AB>;
-    __shared__ __align__(16) T a_buf[shape::m * (shape::k + 8)];
-    __shared__ __align__(16) T b_buf[shape::b_rows * (shape::b_cols + 8)];
-    const nd::smem_tile<T, shape::m, shape::k> a_s{a_buf};
-    const nd::smem_tile<T, shape::b_rows, shape::b_cols> b_s{b_buf};
-    nd::load_tile_sync<32 * WARPS>(a_s, a, shape::k, shape::m, shape::k);
-    nd::load_tile_sync<32 * WARPS>(b_s, b, shape::b_cols, shape::b_rows, shape::b_cols);
-    nd::barrier();
+    using shape = mma_shape<T, WARPS, MT, NT, KT, AB, SWIZZLED>;
+    __shared__ __align__(1024) T a_buf[shape::a_elems];
+    __shared__ __align__(1024) T b_buf[shape::b_elems];
+    const typename shape::a_tile a_s{a_buf};
+    const typename shape::b_tile b_s{b_buf};
+    // The swizzled tiles by cp.async (decode's path), the padded ones by plain stores.
+    load_and_wait<32 * WARPS, SWIZZLED>(a_s, a, shape::k, shape::m, shape::k);
+    load_and_wait<32 * WARPS, SWIZZLED>(b_s, b, shape::b_cols, shape::b_rows, shape::b_cols);
 
     const int row0 = 16 * MT * nd::warp_id();
     nd::a_tile<T, MT, KT> a_frag;
@@ -53,16 +85,21 @@ __global__ void load_kernel(const T *g, long long row_stride, int valid_rows, in
     __shared__ __align__(16) T buf[n];
     for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i].bits = poison_bits;
     nd::barrier();
-    const tile s{buf};
-    if constexpr (ASYNC) {
-        nd::load_tile_async<THREADS>(s, g, row_stride, valid_rows, valid_cols);
-        nd::cp_async_commit();
-        nd::cp_async_wait<0>();
-    } else {
-        nd::load_tile_sync<THREADS>(s, g, row_stride, valid_rows, valid_cols);
-    }
-    nd::barrier();
+    load_and_wait<THREADS, ASYNC>(tile{buf}, g, row_stride, valid_rows, valid_cols);
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = buf[i];
+}
+
+/** As load_kernel for a swizzled tile, which has no padding: the tile is read back through at(),
+ * row-major ROWS x COLS, so a layout that maps two elements to one place or leaves one out shows. */
+template <typename T, int THREADS, int ROWS, int COLS, bool ASYNC>
+__global__ void load_swizzled_kernel(const T *g, long long row_stride, int valid_rows, int valid_cols, T *out) {
+    using tile = nd::swizzled_tile<T, ROWS, COLS>;
+    __shared__ __align__(1024) T buf[ROWS * COLS];
+    for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x) buf[i].bits = poison_bits;
+    nd::barrier();
+    const tile s{buf};
+    load_and_wait<THREADS, ASYNC>(s, g, row_stride, valid_rows, valid_cols);
+    for (int i = threadIdx.x; i < ROWS * COLS; i += blockDim.x) out[i] = *s.at(i / COLS, i % COLS);
 }
 
 /** One warp, an MT x NT accumulator read from `in` ((16 MT) x (8 NT) row-major, -inf entries

@@ -271,3 +271,32 @@ TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice an
     CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(wide, 1, 128), c),
                          doctest::Contains("one 16-row block of query heads; this group has 32"), CompileError);
 }
+
+TEST_CASE("lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V tiles whose columns make 64-column blocks") {
+    for (const auto &[op, arch] : {std::pair{"decode_causal", GpuArch::Sm80}, {"decode_gqa", GpuArch::Sm90a},
+                                   {"prefill_causal", GpuArch::Sm80}}) {
+        INFO(op);
+        const tir::Program p = lower(*find_operator(op), arch);
+        const tir::Kernel &k = p.kernels[0];
+        CHECK(k.producer_warps == 0);
+        for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == tir::Layout::SharedSwizzled128);
+        // Unpadded tiles: 2 stages of K and of V (Q aliased onto K's last stage) and 128 bytes of slack,
+        // for the 128-byte alignment of the base.
+        const tir::TileType &kt = k.values.at("k_s");
+        CHECK(k.shared_bytes == 2 * 2 * kt.rows * kt.cols * 2 + 128);
+        const std::string src = internal::emit_cuda(p);
+        CHECK(src.find("nd::swizzled_tile<nd::f16, " + std::to_string(kt.rows) + ", 128>") != std::string::npos);
+        CHECK(src.find("__align__(128) unsigned char smem_raw[]") != std::string::npos);
+    }
+    // Head dim 96 is not a whole number of 64-column blocks: the tiles stay padded, the base unaligned.
+    OperatorSpec d96 = *find_operator("decode_causal");
+    d96.attention.head_dim_qk = d96.attention.head_dim_v = 96;
+    const tir::Program p = lower(d96, GpuArch::Sm80);
+    const tir::Kernel &k = p.kernels[0];
+    for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == tir::Layout::SharedRowMajor);
+    CHECK(k.shared_bytes == 2 * 2 * 32 * (96 + 8) * 2);
+    CHECK(internal::emit_cuda(p).find("smem_raw") == std::string::npos);
+    // wgmma kernels keep select_mma's swizzle and their TMA producer.
+    const tir::Program h = lower(*find_operator("prefill_global"), GpuArch::Sm90a);
+    CHECK(h.kernels[0].producer_warps > 0);
+}

@@ -1,8 +1,9 @@
 #ifndef NEPTUNE_DEVICE_COPY_CUH
 #define NEPTUNE_DEVICE_COPY_CUH
 /** \file
- * Global -> shared tile loads by the whole CTA in 16-byte chunks: asynchronous (cp.async, with
- * commit groups, for pipelined K/V tiles) and synchronous (for tiles loaded once). Both zero-fill
+ * Global -> shared tile loads by the whole CTA in 16-byte chunks, into either shared layout:
+ * asynchronous (cp.async, with commit groups, for pipelined K/V tiles) and synchronous (for tiles
+ * loaded once). Both zero-fill
  * what lies outside the valid rows and columns, so partial tiles need no masking afterwards
  * beyond the scores of padded keys. */
 #include "neptune/device/types.cuh"
@@ -38,16 +39,17 @@ NEPTUNE_DEVICE_INLINE void cp_async_16(unsigned dst, const void *src, int src_by
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" : : "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
-/** Starts copying the tile at g (row r at g + r * row_stride) into s. Rows >= valid_rows and
+/** Starts copying the tile at g (row r at g + r * row_stride) into s (a smem_tile or a
+ * swizzled_tile: anything with rows, cols, element and at(r, c)). Rows >= valid_rows and
  * 8-element chunks at or beyond column valid_cols are zero-filled (valid_cols is therefore a
  * multiple of 8: pad the head dimension to one). Requirements: g and row_stride keep every chunk
  * 16-byte aligned (row_stride a multiple of 8); threads 0 .. THREADS-1 of the CTA all call it.
  * The copies join the next cp_async_commit() group; the data is there after cp_async_wait and a
  * barrier. */
-template <int THREADS, typename T, int ROWS, int COLS>
-NEPTUNE_DEVICE_INLINE void load_tile_async(smem_tile<T, ROWS, COLS> s, const T *g, long long row_stride,
+template <int THREADS, class Tile>
+NEPTUNE_DEVICE_INLINE void load_tile_async(Tile s, const typename Tile::element *g, long long row_stride,
                                            int valid_rows, int valid_cols) {
-    for_each_chunk<THREADS, ROWS, COLS>([&](int r, int c) {
+    for_each_chunk<THREADS, Tile::rows, Tile::cols>([&](int r, int c) {
         const bool valid = r < valid_rows && c < valid_cols;
         cp_async_16(smem_address(s.at(r, c)), chunk_source(g, row_stride, r, c, valid), valid ? 16 : 0);
     });
@@ -73,10 +75,10 @@ struct alignas(16) chunk16 {
 
 /** load_tile_async's contract with ordinary 16-byte loads and stores, for tiles loaded once (Q in
  * a prefill kernel): the data is there after a barrier, and no commit group is involved. */
-template <int THREADS, typename T, int ROWS, int COLS>
-NEPTUNE_DEVICE_INLINE void load_tile_sync(smem_tile<T, ROWS, COLS> s, const T *g, long long row_stride,
+template <int THREADS, class Tile>
+NEPTUNE_DEVICE_INLINE void load_tile_sync(Tile s, const typename Tile::element *g, long long row_stride,
                                           int valid_rows, int valid_cols) {
-    for_each_chunk<THREADS, ROWS, COLS>([&](int r, int c) {
+    for_each_chunk<THREADS, Tile::rows, Tile::cols>([&](int r, int c) {
         const bool valid = r < valid_rows && c < valid_cols;
         chunk16 x = {0u, 0u, 0u, 0u};
         if (valid) x = *reinterpret_cast<const chunk16 *>(g + r * row_stride + c);

@@ -21,36 +21,6 @@ struct alignas(64) tensor_map {
     unsigned long long opaque[16];
 };
 
-// ---- Swizzled shared tiles -----------------------------------------------------------------------
-
-/** A ROWS x COLS tile of 16-bit T in the layout TMA's 128-byte swizzle writes and wgmma descriptors
- * read: COLS / 64 column blocks of ROWS rows x 128 bytes one after another; in block b, the 16-byte
- * chunk c of row r (columns 64 b + 8 c .. + 7) sits at chunk c ^ (r % 8). `ptr` is 1024-byte
- * aligned (the swizzle pattern repeats every 8 rows = 1024 bytes, and TMA swizzles absolute
- * addresses). Element (r, c):
- *
- *     block 0 (cols 0..63)           block 1 (cols 64..127)
- *     row 0: chunks 0 1 2 3 4 5 6 7   row 0: chunks 0 1 2 ...
- *     row 1: chunks 1 0 3 2 5 4 7 6   ...
- *     row 2: chunks 2 3 0 1 6 7 4 5
- */
-template <typename T, int ROWS, int COLS>
-struct swizzled_tile {
-    static_assert(is_element<T>::value, "swizzled_tile: T is f16 or bf16");
-    static_assert(COLS % 64 == 0 && ROWS % 8 == 0 && ROWS <= 256, "swizzled_tile: 64-column blocks of 8-row groups");
-    static constexpr int rows = ROWS;
-    static constexpr int cols = COLS;
-    static constexpr int block_bytes = ROWS * 128;
-    static constexpr int bytes = (COLS / 64) * block_bytes;
-
-    T *ptr;
-
-    NEPTUNE_DEVICE_INLINE T *at(int r, int c) const {
-        const int chunk = ((c & 63) >> 3) ^ (r & 7);
-        return ptr + (c >> 6) * (ROWS * 64) + r * 64 + chunk * 8 + (c & 7);
-    }
-};
-
 // ---- mbarriers -----------------------------------------------------------------------------------
 
 /** One thread initialises; then fence_barrier_init and a CTA barrier before any other use. */

@@ -1,8 +1,8 @@
 #ifndef NEPTUNE_DEVICE_TYPES_CUH
 #define NEPTUNE_DEVICE_TYPES_CUH
 /** \file
- * The 16-bit element types (fp16, bf16) and their conversions as inline PTX, shared-memory tiles,
- * and warp/CTA helpers. Like every header of the device library it includes nothing (not even
+ * The 16-bit element types (fp16, bf16) and their conversions as inline PTX, shared-memory tiles
+ * (padded row-major and 128-byte swizzled), and warp/CTA helpers. Like every header of the device library it includes nothing (not even
  * cuda_fp16.h), so NVRTC compiles it without include paths; it needs C++17 and sm_80 or newer. */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -162,11 +162,12 @@ NEPTUNE_DEVICE_INLINE unsigned smem_address(const void *p) {
  * bytes, so the 8 rows that one ldmatrix 8x8 matrix reads fall in 8 different 16-byte bank groups:
  * no bank conflicts. (COLS = 8 mod 16 is allowed, for copies, but gives a pitch that is an even
  * multiple of 16 bytes and 2- to 8-way conflicts.) The padding is never written. `ptr` is 16-byte
- * aligned. */
+ * aligned. The layout for tiles whose columns are not a multiple of 64; swizzled_tile otherwise. */
 template <typename T, int ROWS, int COLS>
 struct smem_tile {
     static_assert(is_element<T>::value, "smem_tile: T is f16 or bf16");
     static_assert(ROWS > 0 && COLS > 0 && COLS % 8 == 0, "smem_tile: COLS is a multiple of 8 (16 B chunks)");
+    using element = T;
     static constexpr int rows = ROWS;
     static constexpr int cols = COLS;
     static constexpr int pitch = COLS + 8;
@@ -176,6 +177,38 @@ struct smem_tile {
 
     NEPTUNE_DEVICE_INLINE T *at(int r, int c) const {
         return ptr + r * pitch + c;
+    }
+};
+
+/** A ROWS x COLS tile of 16-bit T in the layout TMA's 128-byte swizzle writes and wgmma descriptors
+ * read: COLS / 64 column blocks of ROWS rows x 128 bytes one after another; in block b, the 16-byte
+ * chunk c of row r (columns 64 b + 8 c .. + 7) sits at chunk c ^ (r % 8). Element (r, c):
+ *
+ *     block 0 (cols 0..63)           block 1 (cols 64..127)
+ *     row 0: chunks 0 1 2 3 4 5 6 7   row 0: chunks 0 1 2 ...
+ *     row 1: chunks 1 0 3 2 5 4 7 6   ...
+ *     row 2: chunks 2 3 0 1 6 7 4 5
+ *
+ * Rows are unpadded and every 128-byte half-row of K or V lands in one aligned 128-byte segment, so
+ * cp.async copies of whole lines stay whole (padded rows split them: perf-log.md, session 12), while
+ * the 8 rows of an ldmatrix 8x8 matrix still fall in 8 different bank groups. `ptr` is 1024-byte
+ * aligned for TMA (which swizzles absolute addresses) and wgmma descriptors; cp.async, plain stores
+ * and ldmatrix use at() and need only 128 bytes for conflict-free access. */
+template <typename T, int ROWS, int COLS>
+struct swizzled_tile {
+    static_assert(is_element<T>::value, "swizzled_tile: T is f16 or bf16");
+    static_assert(COLS % 64 == 0 && ROWS % 8 == 0 && ROWS <= 256, "swizzled_tile: 64-column blocks of 8-row groups");
+    using element = T;
+    static constexpr int rows = ROWS;
+    static constexpr int cols = COLS;
+    static constexpr int block_bytes = ROWS * 128;
+    static constexpr int bytes = (COLS / 64) * block_bytes;
+
+    T *ptr;
+
+    NEPTUNE_DEVICE_INLINE T *at(int r, int c) const {
+        const int chunk = ((c & 63) >> 3) ^ (r & 7);
+        return ptr + (c >> 6) * (ROWS * 64) + r * 64 + chunk * 8 + (c & 7);
     }
 };
 
