@@ -65,6 +65,10 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     o.warps = decode ? (group + 15) / 16 : 4;
     o.block_n = decode ? 32 : 64;
     o.min_blocks_per_sm = decode ? 0 : 3;
+    // Decode: 3 cp.async stages. Where a warp's own latency bounds the rate (batch x KV heads below the
+    // SM count, so split-K chunks fill the machine) a third tile in flight gains 2-7 %; with many
+    // groups it costs about 1 % of residency (perf-log.md, session 12).
+    o.stages = decode ? 3 : 2;
     // Decode's chunk loop unrolled (by 2: it loads a tile): the next chunk's loads fly during this
     // chunk's merge (perf-log.md, session 10).
     o.unroll_chunks = decode ? 4 : 1;

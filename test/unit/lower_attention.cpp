@@ -280,10 +280,10 @@ TEST_CASE("lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V
         const tir::Kernel &k = p.kernels[0];
         CHECK(k.producer_warps == 0);
         for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == tir::Layout::SharedSwizzled128);
-        // Unpadded tiles: 2 stages of K and of V (Q aliased onto K's last stage) and 128 bytes of slack,
+        // Unpadded tiles: the stages of K and of V (Q aliased onto K's last stage) and 128 bytes of slack,
         // for the 128-byte alignment of the base.
         const tir::TileType &kt = k.values.at("k_s");
-        CHECK(k.shared_bytes == 2 * 2 * kt.rows * kt.cols * 2 + 128);
+        CHECK(k.shared_bytes == k.pipeline_stages * 2 * kt.rows * kt.cols * 2 + 128);
         const std::string src = internal::emit_cuda(p);
         CHECK(src.find("nd::swizzled_tile<nd::f16, " + std::to_string(kt.rows) + ", 128>") != std::string::npos);
         CHECK(src.find("__align__(128) unsigned char smem_raw[]") != std::string::npos);
@@ -294,7 +294,7 @@ TEST_CASE("lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V
     const tir::Program p = lower(d96, GpuArch::Sm80);
     const tir::Kernel &k = p.kernels[0];
     for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == tir::Layout::SharedRowMajor);
-    CHECK(k.shared_bytes == 2 * 2 * 32 * (96 + 8) * 2);
+    CHECK(k.shared_bytes == k.pipeline_stages * 2 * 32 * (96 + 8) * 2);
     CHECK(internal::emit_cuda(p).find("smem_raw") == std::string::npos);
     // wgmma kernels keep select_mma's swizzle and their TMA producer.
     const tir::Program h = lower(*find_operator("prefill_global"), GpuArch::Sm90a);
