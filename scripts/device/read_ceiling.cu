@@ -1,10 +1,13 @@
 // The read-streaming ceiling of the GPU for decode's access pattern, without any attention work:
 // 256 (batch, head) groups of K and V, 2 MiB each (decode_causal at B = 8, S = 8192, D = 128 fp16),
 // split into chunks, each block streaming its chunk of K and of V as decode's partial kernel does.
-// Variants: plain 16-byte loads (the copy-engine-free ceiling), cp.async rings with 1 or 4 warps per
-// block, and Hopper's 1D bulk copies (cp.async.bulk, one instruction per tile) into an mbarrier ring.
-// Prints TB/s (median of 15, L2 flushed before each run) per variant, so decode's 4.08 TB/s partial
-// kernel can be read against what streaming alone reaches. Build on the H200 machine:
+// Variants: plain 16-byte loads (the copy-engine-free ceiling), the partial kernel's own load schedule
+// (padded, unpadded and swizzled shared rows: the padded ones cost 8 %, perf-log.md session 12),
+// cp.async rings with 1 or 4 warps per block, and Hopper's 1D bulk copies (cp.async.bulk, one
+// instruction per tile) into an mbarrier ring. Prints TB/s (median of 15, L2 flushed before each run)
+// per variant, so decode's partial kernel can be read against what streaming alone reaches. Inputs
+// are random fp16 (RC_CONSTANT=1: constant bytes); RC_REPS=1 runs each variant once, for ncu. Build on
+// the H200 machine:
 //   nvcc -O3 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
 #include <algorithm>
