@@ -227,6 +227,36 @@ TEST_CASE("tile IR verify: rejects broken kernels, naming the kernel, the statem
                          doctest::Contains("'scale', which is neither a declared value nor a scalar"), InternalError);
 }
 
+TEST_CASE("tile IR verify: mma.sync reads padded or swizzled shared tiles, wgmma only swizzled ones") {
+    // The matmul over 64-deep tiles, so that its shared tiles can be swizzled (64-column blocks).
+    tir::Kernel mm = matmul_kernel();
+    for (const char *t : {"a_s", "b_s"}) mm.values[t] = shared(DType::F16, 16, 64);
+    mm.values["a_op"] = operand(DType::F16, 16, 64);
+    CHECK_NOTHROW(tir::verify(mm));
+    tir::Kernel swizzled = mm;
+    for (const char *t : {"a_s", "b_s"}) swizzled.values[t].layout = tir::Layout::SharedSwizzled128;
+    CHECK_NOTHROW(tir::verify(swizzled));  // ldmatrix addresses either layout (swizzle_shared_tiles)
+
+    auto as_wgmma = [](tir::Kernel k) {
+        for (tir::Stmt &s : k.body)
+            if (s->kind == tir::NodeKind::CarriedLoop)
+                s = tir::with(s, [](tir::Node &loop) {
+                    for (tir::Stmt &b : loop.body)
+                        if (b->kind == tir::NodeKind::TileDot)
+                            b = tir::with(b, [](tir::Node &dot) { dot.mma = tir::MmaKind::Wgmma; });
+                });
+        return k;
+    };
+    CHECK_THROWS_WITH_AS(tir::verify(as_wgmma(mm)), doctest::Contains("a wgmma reads b from a swizzled shared tile"),
+                         InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(as_wgmma(swizzled)),  // past the layout rule, to the warps
+                         doctest::Contains("a wgmma dot needs whole warpgroups"), InternalError);
+
+    tir::Kernel narrow = matmul_kernel();  // 16 columns: not a whole 64-column block
+    narrow.values["b_s"].layout = tir::Layout::SharedSwizzled128;
+    CHECK_THROWS_WITH_AS(tir::verify(narrow), doctest::Contains("columns a multiple of 64"), InternalError);
+}
+
 TEST_CASE("tile IR interpreter: a tiled matmul with transposed B matches the fp64 product of f16 inputs") {
     const int64_t rows = 40, depth = 40, cols = 16;  // partial row and depth tiles
     HostTensor a = random_tensor("a", DType::F16, {rows, depth}, 1), b = random_tensor("b", DType::F16, {cols, depth}, 2);
