@@ -36,7 +36,8 @@ struct LowerOptions {
  * the query heads per KV head; `decode` one query row per head (split-K). On sm_90a, prefill with
  * head dims that are multiples of 64 (up to 256) takes the wgmma path: two compute warpgroups of 64
  * rows and a TMA producer warpgroup, 128-key tiles (64 above head dim 128, for shared memory); other
- * shapes and decode keep the mma.sync kernels (compiled for sm_90a). */
+ * shapes and decode keep the mma.sync kernels (compiled for sm_90a). Decode pipelines 3 stages of K
+ * and V, prefill's mma.sync kernels 2. */
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
 
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
