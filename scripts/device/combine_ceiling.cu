@@ -11,20 +11,15 @@
 // Build and run on the H200 machine:
 //   nvcc -O3 -arch=sm_90a -o combine_ceiling scripts/device/combine_ceiling.cu && ./combine_ceiling
 #include <cuda_runtime.h>
+
+#include "../../test/device/cuda_check.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e = (x);                                                            \
-    if (e != cudaSuccess) {                                                         \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
+#define CHECK(x) NEPTUNE_CUDA_CHECK(x)
 
 constexpr int kD = 128;
 

@@ -10,20 +10,15 @@
 // the H200 machine:
 //   nvcc -O3 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
+
+#include "../../test/device/cuda_check.cuh"
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t e = (x);                                                                 \
-    if (e != cudaSuccess) {                                                              \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));      \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#define CHECK(x) NEPTUNE_CUDA_CHECK(x)
 
 constexpr int kGroups = 256;
 constexpr size_t kStreamBytes = size_t(8192) * 256;  // one head's K (or V): 8192 keys x 256 B
