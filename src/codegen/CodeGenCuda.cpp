@@ -178,7 +178,11 @@ public:
             roles();
         } else {
             declare_registers();
-            for (const Stmt &s : k_.body) stmt(s, nullptr);
+            const size_t hoist_at = prologue_position();
+            for (size_t i = 0; i < k_.body.size(); ++i) {
+                if (hoisted_ && i == hoist_at) loop_prologue(*hoisted_);
+                stmt(k_.body[i], nullptr);
+            }
         }
         out_ << "}\n";
         return out_.str();
@@ -568,30 +572,83 @@ private:
         }
     }
 
+    static std::vector<const Node *> pipelined_loads(const Node &loop) {
+        std::vector<const Node *> piped;
+        for (const Stmt &b : loop.body)
+            if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::CpAsync) piped.push_back(b.get());
+        return piped;
+    }
+
+    // Where the first pipelined loop's bounds and prologue go: as early as the statements before it
+    // allow, so that its first copies are in flight while the block loads Q and sets up its state
+    // (one global round trip less before the first tile). Statements the prologue may pass: register
+    // work, barriers, and synchronous loads into shared memory the prologue does not write (Q shares
+    // the last stage of K, which the prologue leaves alone). Sets hoisted_ (null: nothing to hoist).
+    size_t prologue_position() {
+        size_t loop_at = 0;
+        while (loop_at < k_.body.size() && !(k_.body[loop_at]->kind == NodeKind::CarriedLoop &&
+                                             !pipelined_loads(*k_.body[loop_at]).empty()))
+            ++loop_at;
+        if (loop_at == k_.body.size()) return loop_at;
+        const std::vector<const Node *> piped = pipelined_loads(*k_.body[loop_at]);
+        auto written_by_prologue = [&](int lo, int hi) {
+            for (const Node *p : piped) {
+                const int bytes = shared_tile_bytes(k_.values.at(p->dst)), at = layout_.offset.at(p->dst);
+                if (lo < at + (k_.pipeline_stages - 1) * bytes && at < hi) return true;
+            }
+            return false;
+        };
+        size_t at = loop_at;
+        while (at > 0) {
+            const Node &s = *k_.body[at - 1];
+            auto shared_range_free = [&](const std::string &tile) {
+                const TileType &t = k_.values.at(tile);
+                if (t.scope != Scope::Shared) return true;
+                const int lo = layout_.offset.at(tile);
+                return !written_by_prologue(lo, lo + shared_tile_bytes(t));
+            };
+            const bool registers_only = s.kind == NodeKind::Fill || s.kind == NodeKind::TileMap ||
+                                        s.kind == NodeKind::RowMap || s.kind == NodeKind::RowLoad ||
+                                        s.kind == NodeKind::Barrier ||
+                                        (s.kind == NodeKind::Convert && k_.values.at(s.dst).scope == Scope::Register &&
+                                         shared_range_free(s.src));
+            const bool separate_load = s.kind == NodeKind::TileLoad && s.copy == CopyKind::Sync &&
+                                       k_.values.at(s.dst).scope == Scope::Shared && shared_range_free(s.dst);
+            if (!registers_only && !separate_load) break;
+            --at;
+        }
+        if (at < loop_at) hoisted_ = k_.body[loop_at].get();
+        return at;
+    }
+
+    // The loop's bounds and its prologue: the first S - 1 iterations' copies, one commit group per
+    // load, in body order.
+    void loop_prologue(const Node &n) {
+        const std::string j = ident(n.var);
+        line("const int " + j + "_begin = " + scalar(n.begin) + ", " + j + "_end = " + scalar(n.end) + ";");
+        const std::vector<const Node *> piped = pipelined_loads(n);
+        if (piped.empty()) return;
+        if (k_.pipeline_stages < 2) throw InternalError("emit_cuda: cp.async pipelining needs 2 or more stages");
+        if (&n == hoisted_) line("// the KV loop's first copies, issued before the block's setup");
+        for (int it = 0; it + 1 < k_.pipeline_stages; it++)
+            for (const Node *p : piped) {
+                line("if (" + j + "_begin + " + std::to_string(it) + " < " + j + "_end) {");
+                indent_++;
+                shared_load(*p, ident(p->dst) + "_buf(" + std::to_string(it) + ")", true, n.var,
+                            HI::Variable::make(Halide::Int(32), n.var + "_begin") + it);
+                indent_--;
+                line("}");
+                line("nd::cp_async_commit();");
+            }
+    }
+
     void loop(const Node &n) {
         const std::string j = ident(n.var);
         line("{");
         indent_++;
-        line("const int " + j + "_begin = " + scalar(n.begin) + ", " + j + "_end = " + scalar(n.end) + ";");
-        LoopCtx lc{&n, 0};
-        std::vector<const Node *> piped;
-        for (const Stmt &b : n.body)
-            if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::CpAsync) piped.push_back(b.get());
-        lc.pipelined = int(piped.size());
-        if (!piped.empty()) {
-            if (k_.pipeline_stages < 2) throw InternalError("emit_cuda: cp.async pipelining needs 2 or more stages");
-            // Prologue: the first S - 1 iterations' copies, one commit group per load, in body order.
-            for (int it = 0; it + 1 < k_.pipeline_stages; it++)
-                for (const Node *p : piped) {
-                    line("if (" + j + "_begin + " + std::to_string(it) + " < " + j + "_end) {");
-                    indent_++;
-                    shared_load(*p, ident(p->dst) + "_buf(" + std::to_string(it) + ")", true, n.var,
-                                HI::Variable::make(Halide::Int(32), n.var + "_begin") + it);
-                    indent_--;
-                    line("}");
-                    line("nd::cp_async_commit();");
-                }
-        }
+        const std::vector<const Node *> piped = pipelined_loads(n);
+        if (&n != hoisted_) loop_prologue(n);
+        LoopCtx lc{&n, int(piped.size())};
         if (n.unroll > 1) line("#pragma unroll " + std::to_string(n.unroll));
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;
@@ -606,6 +663,7 @@ private:
 
     const Kernel &k_;
     SharedLayout layout_;
+    const Node *hoisted_ = nullptr;  // the loop whose prologue was emitted ahead of it (prologue_position)
     std::ostringstream out_;
     int indent_ = 1;
 };

@@ -9,6 +9,7 @@
 #include "codegen/CodeGenCuda.h"
 #include "gpu/GpuOperator.h"
 #include "lower/LowerOperator.h"
+#include "lower/PlanSharedMemory.h"
 #include "lower/UnrollChunkLoops.h"
 #include "neptune/Error.h"
 #include "runtime/Compile.h"
@@ -299,4 +300,29 @@ TEST_CASE("lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V
     // wgmma kernels keep select_mma's swizzle and their TMA producer.
     const tir::Program h = lower(*find_operator("prefill_global"), GpuArch::Sm90a);
     CHECK(h.kernels[0].producer_warps > 0);
+}
+
+TEST_CASE("emit: the KV loop's first copies are issued before the block loads Q, which they never overwrite") {
+    for (const auto &[op, stages] : {std::pair{"decode_gqa", 0}, {"decode_causal", 2}, {"prefill_causal", 0}}) {
+        INFO(op << ", stages " << stages);
+        internal::LoweringChoices c;
+        c.arch = GpuArch::Sm80;
+        c.stages = stages;
+        const tir::Program p = internal::lower_operator(instantiate(*find_operator(op), 1, 1000), c).program;
+        const tir::Kernel &k = p.kernels[0];
+        const std::string src = internal::emit_cuda(p);
+        const size_t first_copy = src.find("nd::load_tile_async<THREADS>(k_s_buf(0)");
+        const size_t q_load = src.find("nd::load_tile_sync<THREADS>(q_s_buf(0)");
+        REQUIRE(first_copy != std::string::npos);
+        REQUIRE(q_load != std::string::npos);
+        CHECK(first_copy < q_load);
+        // The prologue fills stages 0 .. S - 2 of K and V; Q lies in none of them.
+        const internal::SharedLayout l = internal::shared_layout(k);
+        const int q0 = l.offset.at("q_s"), q1 = q0 + internal::shared_tile_bytes(k.values.at("q_s"));
+        for (const char *t : {"k_s", "v_s"}) {
+            const int at = l.offset.at(t), end = at + (k.pipeline_stages - 1) * internal::shared_tile_bytes(k.values.at(t));
+            CHECK((q1 <= at || end <= q0));
+        }
+        CHECK_NOTHROW(compile_sm90a(src, std::string(op) + "_hoisted.cu"));
+    }
 }
