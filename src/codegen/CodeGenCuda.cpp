@@ -598,15 +598,15 @@ private:
             }
             return false;
         };
+        auto shared_range_free = [&](const std::string &tile) {
+            const TileType &t = k_.values.at(tile);
+            if (t.scope != Scope::Shared) return true;
+            const int lo = layout_.offset.at(tile);
+            return !written_by_prologue(lo, lo + shared_tile_bytes(t));
+        };
         size_t at = loop_at;
         while (at > 0) {
             const Node &s = *k_.body[at - 1];
-            auto shared_range_free = [&](const std::string &tile) {
-                const TileType &t = k_.values.at(tile);
-                if (t.scope != Scope::Shared) return true;
-                const int lo = layout_.offset.at(tile);
-                return !written_by_prologue(lo, lo + shared_tile_bytes(t));
-            };
             const bool registers_only = s.kind == NodeKind::Fill || s.kind == NodeKind::TileMap ||
                                         s.kind == NodeKind::RowMap || s.kind == NodeKind::RowLoad ||
                                         s.kind == NodeKind::Barrier ||

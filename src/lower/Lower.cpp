@@ -98,12 +98,12 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("fold_constant_scales", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return select_mma(k, opt.wgmma); });
     log("select_mma", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // follows select_mma's layouts
+    p = each_kernel(p, swizzle_shared_tiles);  // the mma.sync kernels' shared layouts, as select_mma set wgmma's
+    log("swizzle_shared_tiles", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // TMA for select_mma's wgmma kernels
     log("specialize_warps", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
-    p = each_kernel(p, swizzle_shared_tiles);  // after specialize_warps, which reads swizzled as TMA
-    log("swizzle_shared_tiles", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
     log("pipeline_loads", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return unroll_chunk_loops(k, opt.unroll_chunks); });  // loops pipeline_loads left

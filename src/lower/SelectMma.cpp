@@ -80,6 +80,12 @@ bool wgmma_fits(const Kernel &k, std::string *why) {
     return reason.empty();
 }
 
+bool uses_wgmma(const Kernel &k) {
+    bool wgmma = false;
+    each_stmt(k.body, [&](const Stmt &s) { wgmma = wgmma || (s->kind == NodeKind::TileDot && s->mma == MmaKind::Wgmma); });
+    return wgmma;
+}
+
 Kernel select_mma(const Kernel &k, bool wgmma) {
     bool dots = false;
     each_stmt(k.body, [&](const Stmt &s) { dots = dots || s->kind == NodeKind::TileDot; });

@@ -12,6 +12,9 @@ namespace neptune::internal {
  * dot's N (the accumulator's columns) a multiple of 16 up to 256. `why` says what fails. */
 bool wgmma_fits(const tir::Kernel &k, std::string *why = nullptr);
 
+/** Whether select_mma made the kernel's dots wgmma dots (the Hopper path: TMA copies follow). */
+bool uses_wgmma(const tir::Kernel &k);
+
 /** With `wgmma` false, or for a kernel without dots (split-K's combine), returns k. Otherwise, afterwards: every TileDot has mma = Wgmma; a dot whose
  * A operand was converted from a shared tile reads that tile directly (the Convert and its register
  * value are gone: wgmma reads A through a descriptor); a Fill(acc, 0) right before its dot is

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "lower/SelectMma.h"
 #include "neptune/Error.h"
 
 namespace neptune::internal {
@@ -24,10 +25,10 @@ bool reads_anywhere(const Stmt &s, const std::string &tile) {
 }  // namespace
 
 Kernel specialize_warps(const Kernel &k, int stages) {
-    std::set<std::string> swizzled;
+    if (!uses_wgmma(k)) return k;
+    std::set<std::string> swizzled;  // select_mma's layout for every shared tile a wgmma reads
     for (const auto &[name, t] : k.values)
         if (t.scope == Scope::Shared && t.layout == Layout::SharedSwizzled128) swizzled.insert(name);
-    if (swizzled.empty()) return k;
     if (stages < 2) throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
     Kernel out = k;
     std::map<std::string, int> box_rows;  // one tensor map per tensor

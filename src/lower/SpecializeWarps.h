@@ -7,7 +7,7 @@
 
 namespace neptune::internal {
 
-/** For kernels with swizzled shared tiles (select_mma chose wgmma); others are returned as they are.
+/** For kernels whose dots select_mma made wgmma dots; others are returned as they are.
  * Afterwards: every load into a swizzled tile has copy = Tma (stage 0 inside the loop: a ring of
  * kernel.pipeline_stages = `stages` buffers rotated by iteration; loads outside the loop get one
  * buffer); kernel.tensor_maps holds one descriptor per (tensor, box rows); kernel.producer_warps = 4

@@ -1,11 +1,13 @@
 #include "lower/SwizzleSharedTiles.h"
 
+#include "lower/SelectMma.h"
+
 namespace neptune::internal {
 
 using namespace tir;
 
 Kernel swizzle_shared_tiles(const Kernel &k) {
-    if (k.producer_warps) return k;
+    if (uses_wgmma(k)) return k;
     Kernel out = k;
     for (auto &[name, t] : out.values)
         if (t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor && dtype_bytes(t.elem) == 2 &&

@@ -11,11 +11,10 @@
 
 namespace neptune::internal {
 
-/** Afterwards: in a kernel without TMA producer warps, every shared tile of 16-bit elements whose
- * columns are a multiple of 64 and rows a multiple of 8 is SharedSwizzled128; other shared tiles
- * (head dims 80, 96, ...) stay padded row-major. Kernels with producer warps are returned unchanged
- * (select_mma already swizzled their tiles for wgmma). Runs after specialize_warps, which takes a
- * swizzled tile for a TMA tile. */
+/** Afterwards: in a kernel of mma.sync dots, every shared tile of 16-bit elements whose columns are a
+ * multiple of 64 and rows a multiple of 8 is SharedSwizzled128; other shared tiles (head dims 80,
+ * 96, ...) stay padded row-major. Kernels of wgmma dots are returned unchanged (select_mma already
+ * swizzled their tiles, which specialize_warps then fills by TMA). Requires: select_mma. */
 tir::Kernel swizzle_shared_tiles(const tir::Kernel &k);
 
 }  // namespace neptune::internal

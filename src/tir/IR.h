@@ -42,9 +42,10 @@ enum class Scope { Global, Shared, Register };
  * descriptors read: column blocks of 64 16-bit elements, each ROWS x 128 bytes, 16-byte chunk c of
  * row r stored at chunk c ^ (r % 8); cp.async, plain stores and ldmatrix (mma.sync) use it too
  * (swizzle_shared_tiles). SharedRowMajor is padded row-major, for tiles whose columns are not a
- * multiple of 64 (ldmatrix without bank conflicts, at the cost of split copies). Registers: the mma.sync m16n8k16 fragments (HOPPER_ATTENTION.md §8.2), which are also
- * the per-warp slices of wgmma's m64nN accumulator and register A operand, so maps, row reductions
- * and conversions are the same on both paths. */
+ * multiple of 64 (ldmatrix without bank conflicts, at the cost of split copies). Registers: the
+ * mma.sync m16n8k16 fragments (HOPPER_ATTENTION.md §8.2), which are also the per-warp slices of
+ * wgmma's m64nN accumulator and register A operand, so maps, row reductions and conversions are the
+ * same on both paths. */
 enum class Layout { Unassigned, SharedRowMajor, SharedSwizzled128, MmaAccumulator, MmaOperandA, RowVector };
 enum class ReduceOp { Max, Sum };
 /** How a shared tile is filled: plain loads, cp.async by every thread, or TMA by a producer warp. */

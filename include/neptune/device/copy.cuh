@@ -3,9 +3,8 @@
 /** \file
  * Global -> shared tile loads by the whole CTA in 16-byte chunks, into either shared layout:
  * asynchronous (cp.async, with commit groups, for pipelined K/V tiles) and synchronous (for tiles
- * loaded once). Both zero-fill
- * what lies outside the valid rows and columns, so partial tiles need no masking afterwards
- * beyond the scores of padded keys. */
+ * loaded once). Both zero-fill what lies outside the valid rows and columns, so partial tiles need
+ * no masking afterwards beyond the scores of padded keys. */
 #include "neptune/device/types.cuh"
 
 namespace neptune::device {

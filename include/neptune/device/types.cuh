@@ -2,8 +2,9 @@
 #define NEPTUNE_DEVICE_TYPES_CUH
 /** \file
  * The 16-bit element types (fp16, bf16) and their conversions as inline PTX, shared-memory tiles
- * (padded row-major and 128-byte swizzled), and warp/CTA helpers. Like every header of the device library it includes nothing (not even
- * cuda_fp16.h), so NVRTC compiles it without include paths; it needs C++17 and sm_80 or newer. */
+ * (padded row-major and 128-byte swizzled), and warp/CTA helpers. Like every header of the device
+ * library it includes nothing (not even cuda_fp16.h), so NVRTC compiles it without include paths;
+ * it needs C++17 and sm_80 or newer. */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "neptune::device needs sm_80 or newer (cp.async, ldmatrix, bf16 mma.sync)"
