@@ -50,8 +50,7 @@ struct mma_shape {
     using a_tile = typename pick<SWIZZLED, nd::swizzled_tile<T, m, k>, nd::smem_tile<T, m, k>>::type;
     using b_tile =
         typename pick<SWIZZLED, nd::swizzled_tile<T, b_rows, b_cols>, nd::smem_tile<T, b_rows, b_cols>>::type;
-    static constexpr int a_elems = SWIZZLED ? m * k : m * (k + 8);
-    static constexpr int b_elems = SWIZZLED ? b_rows * b_cols : b_rows * (b_cols + 8);
+    static constexpr int a_elems = a_tile::bytes / int(sizeof(T)), b_elems = b_tile::bytes / int(sizeof(T));
 };
 
 template <typename T, int WARPS, int MT, int NT, int KT, bool AB, bool SWIZZLED = false>
