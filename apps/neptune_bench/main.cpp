@@ -290,6 +290,11 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "0 a separate combine kernel; -1 = 1")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    sub->add_option("--warp-rows-combine", o.warp_rows_combine,
+                    "decode: 1 the combine merges chunks in warp-rows registers (one float4 per lane and row, "
+                    "missing rows skipped), 0 in mma fragments; -1 = 1")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
     sub->add_option("--key-warps", o.key_warps,
                     "decode: warps per block that split each KV tile along the keys (--block-n keys each, own "
                     "softmax state, merged by the folded combine); 0 or 1 = one warp per block")

@@ -45,6 +45,9 @@ std::string float_literal(double v) {
 // How a Variable reads inside an elementwise map.
 enum class Context { Scalar, Tile, Row };
 
+/** The per-row copy of a warp-rows row vector that a tile map reads (every lane, all 16 rows). */
+std::string row_copy(const std::string &n) { return ident(n) + "_by_row"; }
+
 class ExprPrinter {
 public:
     ExprPrinter(const Kernel &k, Context c) : k_(k), ctx_(c) {}
@@ -123,6 +126,9 @@ private:
         if (it != k_.values.end()) {
             const TileType &t = it->second;
             if (t.layout == Layout::RowVector) return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
+            // A warp-rows map reads row r of a row vector from the shuffled copy the map made (row_copy).
+            if (t.layout == Layout::WarpRowVector) return ctx_ == Context::Tile ? row_copy(n) + "[r]" : ident(n) + ".v";
+            if (t.layout == Layout::WarpRows) return ident(n) + ".v[r][q][e]";
             return ident(n) + ".v[mt][nt][e]";
         }
         return ident(n);
@@ -211,6 +217,9 @@ private:
             return "nd::a_tile<" + std::string(elem_type(t.elem)) + ", " + std::to_string(t.rows / 16 / k_.warps) +
                    ", " + std::to_string(t.cols / 16) + ">";
         case Layout::RowVector: return "nd::row_vec<" + std::to_string(t.rows / 16 / k_.warps) + ">";
+        case Layout::WarpRows:
+            return "nd::warp_rows_tile<" + std::to_string(t.rows) + ", " + std::to_string((t.cols + 127) / 128) + ">";
+        case Layout::WarpRowVector: return "nd::warp_rows_vec<" + std::to_string(t.rows) + ">";
         default: throw InternalError("emit_cuda: value without a layout");
         }
     }
@@ -368,39 +377,54 @@ private:
              scalar(f(n.valid_cols)) + ");");
     }
 
-    void element_loop(const std::string &body) {
-        line("#pragma unroll");
-        line("for (int mt = 0; mt < " + std::to_string(1) + "; ++mt) {");
-        indent_++;
-        line("#pragma unroll");
-        line("for (int nt = 0; nt < NT_; ++nt) {");
-        indent_++;
-        line("#pragma unroll");
-        line("for (int e = 0; e < 4; ++e) {");
-        indent_++;
-        line("const int row = 16 * warp + nd::frag_row(mt, e), col = nd::frag_col(nt, e);");
-        line("(void)row; (void)col;");
+    // Fully unrolled loops over (variable, bound) pairs, outermost first, around the lines that bind
+    // an element's coordinates and the body.
+    void loop_nest(const std::vector<std::pair<std::string, std::string>> &loops, const std::string &coords,
+                   const std::string &body) {
+        for (const auto &[var, bound] : loops) {
+            line("#pragma unroll");
+            line("for (int " + var + " = 0; " + var + " < " + bound + "; ++" + var + ") {");
+            indent_++;
+        }
+        line(coords);
         line(body);
-        indent_--;
-        line("}");
-        indent_--;
-        line("}");
-        indent_--;
-        line("}");
+        for (size_t i = 0; i < loops.size(); i++) {
+            indent_--;
+            line("}");
+        }
+    }
+
+    void element_loop(const std::string &body) {
+        loop_nest({{"mt", "1"}, {"nt", "NT_"}, {"e", "4"}},
+                  "const int row = 16 * warp + nd::frag_row(mt, e), col = nd::frag_col(nt, e); (void)row; (void)col;",
+                  body);
     }
 
     void row_loop(const std::string &body) {
-        line("#pragma unroll");
-        line("for (int mt = 0; mt < 1; ++mt) {");
+        loop_nest({{"mt", "1"}, {"hh", "2"}}, "const int row = 16 * warp + nd::frag_row(mt, 2 * hh); (void)row;", body);
+    }
+
+    // The warp-rows forms (one-warp kernels: rows are the tile's own): every (row, column) a lane
+    // holds, after a per-row copy (by shuffles) of each row vector the map reads; a row vector's one
+    // row per lane.
+    void warp_rows_loop(const Node &map, const TileType &t, const std::string &body) {
+        const std::string rows = std::to_string(t.rows);
+        for (const auto &[name, type] : k_.values) {
+            if (type.layout != Layout::WarpRowVector || !HI::expr_uses_var(map.value, name)) continue;
+            line("float " + row_copy(name) + "[" + rows + "];");
+            line("#pragma unroll");
+            line("for (int r = 0; r < " + rows + "; ++r) " + row_copy(name) + "[r] = nd::row_of(" + ident(name) + ", r);");
+        }
+        loop_nest({{"r", rows}, {"q", std::to_string((t.cols + 127) / 128)}, {"e", "4"}},
+                  "const int row = r, col = nd::warp_rows_col(q, e); (void)row; (void)col;", body);
+    }
+
+    void warp_row_vector_op(const TileType &t, const std::string &body) {
+        line("{");
         indent_++;
-        line("#pragma unroll");
-        line("for (int hh = 0; hh < 2; ++hh) {");
-        indent_++;
-        line("const int row = 16 * warp + nd::frag_row(mt, 2 * hh);");
+        line("const int row = nd::warp_rows_vec_row<" + std::to_string(t.rows) + ">();");
         line("(void)row;");
         line(body);
-        indent_--;
-        line("}");
         indent_--;
         line("}");
     }
@@ -417,6 +441,14 @@ private:
         switch (n.kind) {
         case NodeKind::TileLoad: {
             const TileType &t = k_.values.at(n.dst);
+            if (t.layout == Layout::WarpRows) {  // whole rows, ld.global.cg (a folded combine's partials)
+                const auto *cols = n.valid_cols.as<HI::IntImm>();
+                const bool whole_fours = cols && cols->value % 4 == 0;  // no row ends inside a lane's four columns
+                line(std::string("nd::load_warp_rows<") + (whole_fours ? "true" : "false") + ">(" + ident(n.dst) + ", " +
+                     ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", 0, " + scalar(n.valid_rows) + ", " +
+                     scalar(n.valid_cols) + ");");
+                break;
+            }
             if (t.scope == Scope::Register) {  // f32 partials of split-K into accumulator registers
                 const int nt = t.cols / 8;
                 line("{");
@@ -461,16 +493,27 @@ private:
         }
         case NodeKind::TileStore: {
             const TensorParam &t = tensor(n.tensor);
+            if (k_.values.at(n.src).layout == Layout::WarpRows) {
+                line("nd::store_warp_rows(" + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", " + ident(n.src) +
+                     ", 0, " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
+                break;
+            }
             line(std::string(t.elem == DType::F32 ? "nd::store_acc_f32(" : "nd::store_acc(") + ptr(n.tensor, n.base) +
                  ", " + scalar(n.row_stride) + ", " + ident(n.src) + ", 16 * warp, " + scalar(n.valid_rows) + ", " +
                  scalar(n.valid_cols) + ");");
             break;
         }
         case NodeKind::RowStore:
-            line("nd::store_rows(" + ptr(n.tensor, n.base) + ", " + ident(n.src) + ", 16 * warp, " +
-                 scalar(n.valid_rows) + ");");
+            line("nd::store_rows(" + ptr(n.tensor, n.base) + ", " + ident(n.src) + ", " +
+                 (k_.values.at(n.src).layout == Layout::WarpRowVector ? "0" : "16 * warp") + ", " + scalar(n.valid_rows) +
+                 ");");
             break;
         case NodeKind::RowLoad:
+            if (k_.values.at(n.dst).layout == Layout::WarpRowVector) {
+                line("nd::load_warp_rows_vec(" + ident(n.dst) + ", " + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) +
+                     ", 0, " + scalar(n.valid_rows) + ", " + ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
+                break;
+            }
             line("{");
             indent_++;
             line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
@@ -486,6 +529,12 @@ private:
             const TileType &t = k_.values.at(n.dst);
             line("{");
             indent_++;
+            if (t.layout == Layout::WarpRows) {
+                warp_rows_loop(n, t, ident(n.dst) + ".v[r][q][e] = " + ExprPrinter(k_, Context::Tile).print(n.value) + ";");
+                indent_--;
+                line("}");
+                break;
+            }
             line("constexpr int NT_ = " + std::to_string(t.cols / 8) + ";");
             element_loop(ident(n.dst) + ".v[mt][nt][e] = " + ExprPrinter(k_, Context::Tile).print(n.value) + ";");
             indent_--;
@@ -493,6 +542,10 @@ private:
             break;
         }
         case NodeKind::RowMap:
+            if (k_.values.at(n.dst).layout == Layout::WarpRowVector) {
+                warp_row_vector_op(k_.values.at(n.dst), ident(n.dst) + ".v = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
+                break;
+            }
             row_loop(ident(n.dst) + ".v[mt][hh] = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
             break;
         case NodeKind::TileReduce:

@@ -56,7 +56,7 @@ private:
             void visit(const HI::Variable *op) override {
                 if (op->name == "col") v = true;
                 auto it = k.values.find(op->name);
-                if (it != k.values.end() && it->second.layout != Layout::RowVector) v = true;
+                if (it != k.values.end() && !is_row_vector(it->second)) v = true;
             }
         } f(k_);
         e.accept(&f);

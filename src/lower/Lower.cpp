@@ -10,6 +10,7 @@
 #include "lower/FoldCombine.h"
 #include "lower/FoldConstantScales.h"
 #include "lower/HoistRowInvariants.h"
+#include "lower/LayOutCombine.h"
 #include "lower/OverlapDots.h"
 #include "lower/PipelineLoads.h"
 #include "lower/PlanSharedMemory.h"
@@ -110,6 +111,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("unroll_chunk_loops", p);
     p = fold_combine(p, opt.fold_combine);  // after each kernel's own passes
     log("fold_combine", p);
+    p = lay_out_combine(p, opt.warp_rows_combine);  // the folded combine is a region of the partial kernel
+    log("lay_out_combine", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
     log("plan_shared_memory", p);
     return p;

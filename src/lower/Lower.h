@@ -28,6 +28,7 @@ struct LowerOptions {
     int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
     int unroll_chunks = 1;                    // loops over global loads only (split-K combine): unroll factor; 1 off
     bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
+    bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
     int key_warps = 1;                        // decode: warps of a block sharing each KV tile, warp w taking
                                               // its w-th block_n keys with its own state (the combine merges them)
 };

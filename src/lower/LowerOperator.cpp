@@ -27,6 +27,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
+    if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
     if (c.key_warps > 1) {
         if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
         if (group > 16)

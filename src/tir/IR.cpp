@@ -25,12 +25,15 @@ const char *layout_name(Layout l) {
     case Layout::MmaAccumulator: return "mma-accumulator";
     case Layout::MmaOperandA: return "mma-operand-a";
     case Layout::RowVector: return "row-vector";
+    case Layout::WarpRows: return "warp-rows";
+    case Layout::WarpRowVector: return "warp-row-vector";
     }
     return "?";
 }
 
 std::string TileType::str() const {
-    if (layout == Layout::RowVector) return std::string(dtype_name(elem)) + "[" + std::to_string(rows) + "] row-vector";
+    if (is_row_vector(*this))
+        return std::string(dtype_name(elem)) + "[" + std::to_string(rows) + "] " + layout_name(layout);
     return std::string(dtype_name(elem)) + "[" + std::to_string(rows) + " x " + std::to_string(cols) + "] " +
            scope_name(scope) + " " + layout_name(layout);
 }
@@ -196,6 +199,48 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     n->pending = pending;
     n->fenced = std::move(fenced);
     return n;
+}
+
+void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads) {
+    switch (n.kind) {
+    case NodeKind::TileLoad:
+    case NodeKind::RowLoad:
+    case NodeKind::Fill: writes.insert(n.dst); break;
+    case NodeKind::TileMap:
+    case NodeKind::RowMap: {
+        writes.insert(n.dst);
+        class Names : public Halide::Internal::IRGraphVisitor {
+        public:
+            explicit Names(std::set<std::string> &out) : out_(out) {}
+            using Halide::Internal::IRGraphVisitor::visit;
+            void visit(const Halide::Internal::Variable *v) override { out_.insert(v->name); }
+
+        private:
+            std::set<std::string> &out_;
+        } names(reads);
+        n.value.accept(&names);
+        break;
+    }
+    case NodeKind::TileReduce:
+        writes.insert(n.dst);
+        reads.insert(n.dst);
+        reads.insert(n.src);
+        break;
+    case NodeKind::TileDot:
+        writes.insert(n.dst);
+        reads.insert(n.dst);
+        reads.insert(n.a);
+        reads.insert(n.b);
+        break;
+    case NodeKind::Convert:
+        writes.insert(n.dst);
+        reads.insert(n.src);
+        break;
+    case NodeKind::TileStore:
+    case NodeKind::RowStore: reads.insert(n.src); break;
+    case NodeKind::Release: writes.insert(n.src); break;
+    default: break;
+    }
 }
 
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {

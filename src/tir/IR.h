@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,20 @@ enum class Scope { Global, Shared, Register };
  * multiple of 64 (ldmatrix without bank conflicts, at the cost of split copies). Registers: the
  * mma.sync m16n8k16 fragments (HOPPER_ATTENTION.md §8.2), which are also the per-warp slices of
  * wgmma's m64nN accumulator and register A operand, so maps, row reductions and conversions are the
- * same on both paths. */
-enum class Layout { Unassigned, SharedRowMajor, SharedSwizzled128, MmaAccumulator, MmaOperandA, RowVector };
+ * same on both paths; RowVector is their per-row f32. WarpRows is for small f32 tiles that no dot
+ * touches, in one-warp kernels (split-K's combine, a strip of rows at a time: lay_out_combine): up to
+ * 16 rows, lane l holding columns 128 q + 4 l + e (e < 4) of every row, so a row moves as one 16-byte
+ * access per lane; WarpRowVector is its per-row f32, row l % rows in lane l. Maps read one family. */
+enum class Layout {
+    Unassigned,
+    SharedRowMajor,
+    SharedSwizzled128,
+    MmaAccumulator,
+    MmaOperandA,
+    RowVector,
+    WarpRows,
+    WarpRowVector
+};
 enum class ReduceOp { Max, Sum };
 /** How a shared tile is filled: plain loads, cp.async by every thread, or TMA by a producer warp. */
 enum class CopyKind { Sync, CpAsync, Tma };
@@ -66,6 +79,15 @@ struct TileType {
     Layout layout = Layout::Unassigned;
     std::string str() const;  // "f16[64 x 128] shared row-major"
 };
+
+/** One f32 per row, in either register family. */
+inline bool is_row_vector(const TileType &t) {
+    return t.layout == Layout::RowVector || t.layout == Layout::WarpRowVector;
+}
+/** The warp-rows family (WarpRows tiles and their row vectors) rather than the mma fragments. */
+inline bool is_warp_rows(const TileType &t) {
+    return t.layout == Layout::WarpRows || t.layout == Layout::WarpRowVector;
+}
 
 /** A global tensor parameter: element type, and the extents that give its rows and columns. The
  * kernel reads it as a 2-D slice per block: base offset (elements) + row index * row stride. */
@@ -218,6 +240,9 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
 Stmt make_turn(TurnMode mode);
 Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
                        const std::string &note = "");
+/** The names statement `n` itself (not its body) writes and reads: values, and in a map's expression
+ * every Variable (scalars too). A Release writes its tile (the producer may refill the buffer). */
+void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 

@@ -231,7 +231,7 @@ private:
     void variable(const HI::Variable *v, Code &c) const {
         auto value = dst_ ? values_.find(v->name) : values_.end();
         if (value != values_.end()) {
-            c.op = value->second.type.layout == Layout::RowVector ? Op::Row : Op::Tile;
+            c.op = is_row_vector(value->second.type) ? Op::Row : Op::Tile;
             c.data = value->second.data.data();
             c.cols = value->second.type.cols;
             c.flt = true;

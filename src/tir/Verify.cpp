@@ -13,7 +13,6 @@ namespace {
 
 namespace HI = Halide::Internal;
 
-bool is_row_vector(const TileType &t) { return t.layout == Layout::RowVector; }
 bool is_register_tile(const TileType &t) { return t.scope == Scope::Register && !is_row_vector(t); }
 bool is_shared_tile(const TileType &t) {
     return t.scope == Scope::Shared && (t.layout == Layout::SharedRowMajor || t.layout == Layout::SharedSwizzled128);
@@ -25,7 +24,15 @@ bool is_accumulator(const TileType &t) {
 bool is_operand_a(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::MmaOperandA && (t.elem == DType::F16 || t.elem == DType::BF16);
 }
+bool is_warp_rows_tile(const TileType &t) {
+    return t.scope == Scope::Register && t.layout == Layout::WarpRows && t.elem == DType::F32;
+}
 bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
+
+/** Whether every row of a slice starts at a multiple of `v` elements (for vector accesses). */
+bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v) {
+    return HI::can_prove(base % v == 0) && HI::can_prove(row_stride % v == 0);
+}
 
 std::string shape(const TileType &t) { return "[" + std::to_string(t.rows) + " x " + std::to_string(t.cols) + "]"; }
 
@@ -106,6 +113,11 @@ private:
             fail(nullptr, what + " is a register value without a register layout");
         if (is_row_vector(t) && (t.cols != 1 || t.elem != DType::F32))
             fail(nullptr, what + " is a row vector, which holds one f32 per row (cols 1)");
+        if (is_warp_rows(t) && t.scope != Scope::Register) fail(nullptr, what + ": warp-rows layouts are register layouts");
+        if (is_warp_rows(t) && (t.elem != DType::F32 || t.rows > 16 || k_.warps != 1 ||
+                                (t.layout == Layout::WarpRows && t.cols % 4)))
+            fail(nullptr, what + " is in a warp-rows layout: f32, at most 16 rows, columns a multiple of 4, in a "
+                              "one-warp kernel (this one has " + std::to_string(k_.warps) + ")");
     }
 
     const TileType &value(const Stmt &s, const std::string &name) const {
@@ -164,6 +176,9 @@ private:
             auto it = k_.values.find(name);
             if (it != k_.values.end()) {
                 const TileType &t = it->second;
+                if (is_warp_rows(t) != is_warp_rows(dst))
+                    fail(s, "the map reads '" + name + "' (" + t.str() + ") into " + dst.str() +
+                                ": a map reads values of its destination's register family only (warp-rows or mma)");
                 if (is_row_vector(t)) {
                     if (t.rows != dst.rows)
                         fail(s, "the map reads row vector '" + name + "' of " + std::to_string(t.rows) +
@@ -257,11 +272,14 @@ private:
             const TileType &dst = value(s, s->dst);
             const TensorParam &t = tensor(s);
             const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
-            const bool direct = is_accumulator(dst) && t.elem == DType::F32;
+            const bool direct = (is_accumulator(dst) || is_warp_rows_tile(dst)) && t.elem == DType::F32;
             if (!staged && !direct)
                 fail(s, "a load fills a shared tile of the tensor's element type (" + std::string(dtype_name(t.elem)) +
-                            ") or an f32 mma-accumulator tile from an f32 tensor, not " + dst.str());
+                            ") or an f32 register tile (mma-accumulator or warp-rows) from an f32 tensor, not " +
+                            dst.str());
             check_slice(s);
+            if (is_warp_rows_tile(dst) && !rows_aligned(s->base, s->row_stride, 4))
+                fail(s, "a warp-rows load reads 16-byte rows: base and row stride must be multiples of 4");
             // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
             if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
             if (s->copy == CopyKind::Tma) {
@@ -315,7 +333,8 @@ private:
         case NodeKind::TileReduce: {
             const TileType &dst = value(s, s->dst), &src = value(s, s->src);
             if (!is_row_vector(dst)) fail(s, "a reduction writes a row vector, not " + dst.str());
-            if (!is_register_tile(src)) fail(s, "a reduction reads a register tile, not " + src.str());
+            if (!is_register_tile(src) || is_warp_rows(src))
+                fail(s, "a reduction reads an mma-accumulator or operand tile, not " + src.str());
             if (dst.rows != src.rows)
                 fail(s, "a reduction's row vector has " + std::to_string(dst.rows) + " rows, its tile " +
                             std::to_string(src.rows));
@@ -375,35 +394,7 @@ private:
     /** The values a statement (and its body) writes and reads. */
     static void effects(const Stmt &s, std::set<std::string> &writes, std::set<std::string> &reads) {
         const Node &n = *s;
-        switch (n.kind) {
-        case NodeKind::TileLoad:
-        case NodeKind::RowLoad:
-        case NodeKind::Fill: writes.insert(n.dst); break;
-        case NodeKind::TileMap:
-        case NodeKind::RowMap:
-            writes.insert(n.dst);
-            for (const HI::Variable *v : variables_of(n.value)) reads.insert(v->name);
-            break;
-        case NodeKind::TileReduce:
-            writes.insert(n.dst);
-            reads.insert(n.dst);
-            reads.insert(n.src);
-            break;
-        case NodeKind::TileDot:
-            writes.insert(n.dst);
-            reads.insert(n.dst);
-            reads.insert(n.a);
-            reads.insert(n.b);
-            break;
-        case NodeKind::Convert:
-            writes.insert(n.dst);
-            reads.insert(n.src);
-            break;
-        case NodeKind::TileStore:
-        case NodeKind::RowStore: reads.insert(n.src); break;
-        case NodeKind::Release: writes.insert(n.src); break;  // the producer may overwrite the buffer
-        default: break;
-        }
+        tir::effects(n, writes, reads);
         for (const Stmt &b : n.body) effects(b, writes, reads);
     }
 

@@ -26,6 +26,7 @@ struct Case {
     int chunks = 0, fold_combine = -1;  // decode: split-K chunks (0: by SM count); 0 a separate combine kernel
     int runs = 1;                       // launches on the same operator (arrival counters must reset)
     int key_warps = 0;                  // decode: warps per block splitting each KV tile along the keys
+    int warp_rows_combine = -1;         // decode: 0 merges the chunks in mma fragments (-1: warp rows)
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -38,7 +39,8 @@ void run(const OperatorSpec &op, const Case &c) {
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
                  << (c.window ? " window " + std::to_string(c.window) : std::string()) << " "
-                 << (c.arch.empty() ? "device arch" : c.arch) << " chunks " << c.chunks << " key warps " << c.key_warps);
+                 << (c.arch.empty() ? "device arch" : c.arch) << " chunks " << c.chunks << " key warps " << c.key_warps
+                 << " warp-rows combine " << c.warp_rows_combine);
     GpuOptions opt;
     opt.arch = c.arch;
     opt.stages = c.stages;
@@ -46,6 +48,7 @@ void run(const OperatorSpec &op, const Case &c) {
     opt.chunks = c.chunks;
     opt.fold_combine = c.fold_combine;
     opt.key_warps = c.key_warps;
+    opt.warp_rows_combine = c.warp_rows_combine;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
@@ -119,7 +122,10 @@ TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or 
         two.fold_combine = 0;
         Case two_sm80 = two;
         two_sm80.arch = "sm_80";
-        for (const Case &c : {folded, empty_chunks, one_chunk, two, two_sm80}) run(op, c);
+        // The combine in mma fragments (lay_out_combine off), folded and as a second kernel.
+        Case fragments = folded, two_fragments = two;
+        fragments.warp_rows_combine = two_fragments.warp_rows_combine = 0;
+        for (const Case &c : {folded, empty_chunks, one_chunk, two, two_sm80, fragments, two_fragments}) run(op, c);
     }
 }
 

@@ -28,7 +28,13 @@ namespace neptune::device_test {
     template __global__ void load_swizzled_kernel<T, 64, 16, 128, false>(const T *, long long, int, int, T *);    \
     template __global__ void layout_kernel<T, 2, 4>(const float *, float *, float *);                       \
     template __global__ void layout_kernel<T, 1, 16>(const float *, float *, float *);                      \
-    template __global__ void store_kernel<T, 2, 4>(const float *, T *, float *, float *, long long, int, int, int);
+    template __global__ void store_kernel<T, 2, 4>(const float *, T *, float *, float *, long long, int, int, int); \
+    template __global__ void warp_rows_kernel<T, 4, 1, false>(const float *, const float *, T *, float *, float *, \
+                                                              long long, int, int, int, int, int);                 \
+    template __global__ void warp_rows_kernel<T, 16, 2, false>(const float *, const float *, T *, float *, float *,\
+                                                               long long, int, int, int, int, int);                \
+    template __global__ void warp_rows_kernel<T, 4, 1, true>(const float *, const float *, T *, float *, float *,  \
+                                                             long long, int, int, int, int, int);
 
 NEPTUNE_TEST_INSTANTIATE(nd::f16)
 NEPTUNE_TEST_INSTANTIATE(nd::bf16)

@@ -338,6 +338,47 @@ void test_store(checker &ck, std::mt19937 &rng) {
     ck.close(name + " store_rows", to_double(rows_d.download()), to_double(row_max), {});
 }
 
+/** Warp-rows tiles (the split-K combine's strips): load_warp_rows and load_warp_rows_vec under a
+ * row and column mask that ends inside a lane's four columns, a map through row_of and the lanes'
+ * columns, and store_warp_rows (T and f32) and store_rows under a wider mask, so the loads' zeros and
+ * fill values show; outside the store mask the poison stays. */
+template <typename T, int R, int Q, bool WHOLE_FOURS = false>
+void test_warp_rows(checker &ck, std::mt19937 &rng, int load_cols, int store_cols, int missing_rows) {
+    constexpr int M = R, N = 128 * Q, row0 = 3, stride = N + 8, rows = row0 + M + 2;
+    const int load_rows = row0 + M - missing_rows, store_rows = row0 + M - missing_rows / 2;
+    constexpr float poison = -12345.0f;
+    const std::vector<float> in = random_floats(rng, size_t(rows) * stride, -3, 3);
+    const std::vector<float> in_rows = random_floats(rng, rows, -2, 2);
+    const T poison16 = {dt::poison_bits};
+    device_buffer<float> in_d(in), in_rows_d(in_rows);
+    device_buffer<T> out16_d(std::vector<T>(size_t(rows) * stride, poison16));
+    device_buffer<float> out32_d(std::vector<float>(size_t(rows) * stride, poison));
+    device_buffer<float> rows_d(std::vector<float>(rows, poison));
+    dt::warp_rows_kernel<T, R, Q, WHOLE_FOURS><<<1, 32>>>(
+        in_d.get(), in_rows_d.get(), out16_d.get(), out32_d.get(), rows_d.get(), stride, row0, load_rows, load_cols,
+        store_rows, store_cols);
+    sync_launch();
+
+    std::vector<T> out16(size_t(rows) * stride, poison16);
+    std::vector<float> out32(size_t(rows) * stride, poison), vec(rows, poison);
+    for (int i = row0; i < row0 + M && i < store_rows; ++i) {
+        const float scale = i < load_rows ? in_rows[size_t(i)] : -7.0f;
+        vec[size_t(i)] = scale + 1.0f;
+        for (int c = 0; c < N && c < store_cols; ++c) {
+            const float x = i < load_rows && c < load_cols ? in[size_t(i) * stride + c] : 0.0f;
+            const float y = x * scale + float(c) / 1024.0f;  // one rounding each way, as on the device
+            out32[size_t(i) * stride + c] = y;
+            out16[size_t(i) * stride + c] = host_type<T>::from(y);
+        }
+    }
+    const std::string name = shape_name("warp_rows", host_type<T>::name, {R, Q, WHOLE_FOURS, load_cols, store_cols, missing_rows});
+    // The device may fuse x * scale + c / 1024 into one FMA: half an ulp of f32 apart at most.
+    ck.close(name + " store_warp_rows f32", to_double(out32_d.download()), to_double(out32), {1e-6, 1e-6});
+    ck.close(name + " store_warp_rows " + host_type<T>::name, to_double(out16_d.download()), to_double(out16),
+             {0, 2 * host_type<T>::unit_roundoff});
+    ck.close(name + " store_rows", to_double(rows_d.download()), to_double(vec), {});
+}
+
 // ---- Attention --------------------------------------------------------------------------------
 
 constexpr int head_dim = dt::attention_shape::head_dim;
@@ -463,6 +504,9 @@ void test_type(checker &ck, std::mt19937 &rng) {
     test_layout<T, 2, 4>(ck, rng);
     test_layout<T, 1, 16>(ck, rng);
     test_store<T, 2, 4>(ck, rng);
+    test_warp_rows<T, 4, 1>(ck, rng, 126, 125, 2);   // a combine strip at head dim 128; lone column at the end
+    test_warp_rows<T, 16, 2>(ck, rng, 201, 256, 5);  // 16 rows, two column blocks, loads that end inside a lane
+    test_warp_rows<T, 4, 1, true>(ck, rng, 80, 128, 3);  // head dim 80: lanes 20..31 past the columns; 1 row
     test_attention<T, false>(ck, rng, 2, 333);
     test_attention<T, true>(ck, rng, 2, 333);
 }

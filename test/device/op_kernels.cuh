@@ -170,6 +170,32 @@ __global__ void store_kernel(const float *in, T *out16, float *out32, float *row
     nd::store_rows(rows_out, m, row0, valid_rows);
 }
 
+/** One warp: a warp_rows_tile<R, Q> at row row0 of `in` (f32, row_stride apart) and its row vector
+ * from in_rows, loaded under (load_rows, load_cols) (WHOLE_FOURS: load_cols a multiple of 4), the
+ * vector's missing rows -7; then t = t * row r of the vector + col / 1024 (the shuffle a map reads
+ * rows by, and the lane's columns), the vector plus 1; stored under (store_rows, store_cols) as T,
+ * as f32, and the vector. */
+template <typename T, int R, int Q, bool WHOLE_FOURS>
+__global__ void warp_rows_kernel(const float *in, const float *in_rows, T *out16, float *out32, float *rows_out,
+                                 long long row_stride, int row0, int load_rows, int load_cols, int store_rows,
+                                 int store_cols) {
+    nd::warp_rows_tile<R, Q> t;
+    nd::load_warp_rows<WHOLE_FOURS>(t, in, row_stride, row0, load_rows, load_cols);
+    nd::warp_rows_vec<R> v;
+    nd::load_warp_rows_vec(v, in_rows, 1, row0, load_rows, -7.0f);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                t.v[r][q][e] = t.v[r][q][e] * nd::row_of(v, r) + float(nd::warp_rows_col(q, e)) / 1024.0f;
+    v.v += 1.0f;
+    nd::store_warp_rows(out16, row_stride, t, row0, store_rows, store_cols);
+    nd::store_warp_rows(out32, row_stride, t, row0, store_rows, store_cols);
+    nd::store_rows(rows_out, v, row0, store_rows);
+}
+
 }  // namespace neptune::device_test
 
 #endif

@@ -3,19 +3,25 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "InOrder.h"
 #include "codegen/CodeGenCuda.h"
 #include "gpu/GpuOperator.h"
+#include "lower/LayOutCombine.h"
 #include "lower/LowerOperator.h"
 #include "lower/PlanSharedMemory.h"
 #include "lower/UnrollChunkLoops.h"
 #include "neptune/Error.h"
 #include "runtime/Compile.h"
 #include "tir/IR.h"
+#include "tir/Interpreter.h"
 
 using namespace neptune;
+using neptune::testing::check_in_order;
 
 namespace neptune::internal {
 const std::vector<std::pair<std::string, std::string>> &device_headers();
@@ -105,14 +111,20 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     REQUIRE(p.kernels.size() == 2u);
     // The partial kernel's KV loop reads shared tiles (cp.async): left alone. The combine's one loop
     // over the chunks loads acc's tile as well as row vectors: unrolled x2 at most.
+    // (lay_out_combine then wraps the combine in a loop over strips of rows, which it leaves at 1.)
     std::vector<int> partial, combine;
     for (const tir::Stmt &s : p.kernels[0].body)
         if (s->kind == tir::NodeKind::CarriedLoop) partial.push_back(s->unroll);
-    for (const tir::Stmt &s : p.kernels[1].body)
-        if (s->kind == tir::NodeKind::CarriedLoop) combine.push_back(s->unroll);
+    const std::function<void(const tir::Block &)> chunk_loops = [&](const tir::Block &b) {
+        for (const tir::Stmt &s : b) {
+            if (s->kind == tir::NodeKind::CarriedLoop) combine.push_back(s->var == "p" ? s->unroll : -s->unroll);
+            chunk_loops(s->body);
+        }
+    };
+    chunk_loops(p.kernels[1].body);
     INFO(tir::to_string(p));
     CHECK(partial == std::vector<int>{1});
-    CHECK(combine == std::vector<int>{2});
+    CHECK(combine == std::vector<int>{-1, 2});
     const std::string src = internal::emit_cuda(p);
     CHECK(src.find("#pragma unroll 2\n") != std::string::npos);
     CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_unrolled.cu"));
@@ -124,10 +136,9 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
             if (s->kind == tir::NodeKind::CarriedLoop) CHECK(s->unroll == 1);
     c.unroll_chunks = 0;
     const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
-    const auto first_loop = std::find_if(d.kernels.at(1).body.begin(), d.kernels.at(1).body.end(),
-                                         [](const tir::Stmt &s) { return s->kind == tir::NodeKind::CarriedLoop; });
-    REQUIRE(first_loop != d.kernels.at(1).body.end());
-    CHECK((*first_loop)->unroll == 2);
+    combine.clear();
+    chunk_loops(d.kernels.at(1).body);
+    CHECK(combine == std::vector<int>{-1, 2});
 }
 
 TEST_CASE("lower: unroll_chunk_loops takes the factor over row loads, 2 over register tiles, none over shared tiles") {
@@ -201,7 +212,7 @@ TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each 
     CHECK(k.shared_bytes == two.kernels[0].shared_bytes);
     const std::string src = internal::emit_cuda(one);
     CHECK(src.find("nd::last_arrival(") != std::string::npos);
-    CHECK(src.find("__ldcg(") != std::string::npos);
+    CHECK(src.find("nd::load_warp_rows<true>(") != std::string::npos);  // ld.global.cg: L2, where the others wrote
     CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_folded.cu"));
 }
 
@@ -325,4 +336,131 @@ TEST_CASE("emit: the KV loop's first copies are issued before the block loads Q,
         }
         CHECK_NOTHROW(compile_sm90a(src, std::string(op) + "_hoisted.cu"));
     }
+}
+
+namespace {
+
+/** The register values a block's statements name, at any depth. */
+void values_named(const tir::Kernel &k, const tir::Block &b, std::set<std::string> &out) {
+    for (const tir::Stmt &s : b) {
+        for (const std::string *n : {&s->dst, &s->src})
+            if (k.values.count(*n)) out.insert(*n);
+        values_named(k, s->body, out);
+    }
+}
+
+
+const tir::Stmt *find_arrival(const tir::Block &b) {
+    for (const tir::Stmt &s : b) {
+        if (s->kind == tir::NodeKind::LastArrival) return &s;
+        if (const tir::Stmt *in = find_arrival(s->body)) return in;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers and leaves the partial's state in fragments") {
+    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
+    for (int fold : {1, 0}) {
+        INFO("fold_combine ", fold);
+        internal::LoweringChoices c;
+        c.arch = GpuArch::Sm90a;
+        c.fold_combine = fold;
+        const tir::Program p = internal::lower_operator(inst, c).program;
+        INFO(tir::to_string(p));
+        const tir::Kernel &k = p.kernels.back();
+        const tir::Stmt *arrival = find_arrival(k.body);
+        REQUIRE((fold == 1) == (arrival != nullptr));
+        std::set<std::string> combine;
+        values_named(k, fold ? (*arrival)->body : k.body, combine);
+        REQUIRE(combine.size() > 5u);
+        for (const std::string &v : combine) {
+            INFO(v);
+            CHECK(tir::is_warp_rows(k.values.at(v)));
+        }
+        if (fold) {
+            // The partial's state of the same names stays in fragments (its dots write it); the
+            // combine's copies carry the suffix, the chunk's own values keep their names.
+            for (const char *v : {"acc", "row_max", "row_sum", "o_out"}) {
+                CHECK(k.values.at(v).layout != tir::Layout::WarpRows);
+                CHECK(!tir::is_warp_rows(k.values.at(v)));
+                CHECK(combine.count(std::string(v) + "_c"));
+            }
+            CHECK(combine.count("acc_p"));
+        }
+        // The combine runs in strips of 4 rows: 4-row tiles, slices 4 strip rows further, up to the group's rows.
+        for (const std::string &v : combine) CHECK(k.values.at(v).rows == 4);
+        const std::string listing = tir::to_string(p);
+        CHECK(listing.find("for strip in [0, (min(r_valid, 16) + 3) / 4) {") != std::string::npos);
+        CHECK(listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid r_valid - strip * 4 x 128]") !=
+              std::string::npos);
+        CHECK(listing.find(std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
+                           ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) !=
+              std::string::npos);
+        const std::string src = internal::emit_cuda(p);
+        for (const char *call : {"nd::load_warp_rows<true>(acc_p", "nd::load_warp_rows_vec(row_max_p", "nd::store_warp_rows(",
+                                 "nd::row_of("})
+            CHECK(src.find(call) != std::string::npos);
+        CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_warp_rows.cu"));
+    }
+    internal::LoweringChoices off;
+    off.warp_rows_combine = 0;
+    const tir::Program p = internal::lower_operator(inst, off).program;
+    for (const auto &[name, t] : p.kernels[0].values) CHECK(!tir::is_warp_rows(t));
+    CHECK(internal::emit_cuda(p).find("warp_rows") == std::string::npos);
+}
+
+TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, or reduces, or reads another tensor") {
+    // A folded-combine shape by hand: fragments outside, then an arrival whose body is the combine.
+    using namespace tir;
+    const auto fv = [](const std::string &n) { return Halide::Internal::Variable::make(Halide::Float(32), n); };
+    Kernel k;
+    k.name = "fold";
+    k.warps = 1;
+    k.grid_x = 2;
+    k.tensors = {{"ws", DType::F32, true}, {"x", DType::F32, false}, {"out", DType::F32, true}, {"cnt", DType::F32, true}};
+    k.values = {{"acc", {DType::F32, 16, 128, Scope::Register, Layout::MmaAccumulator}},
+                {"part", {DType::F32, 16, 128, Scope::Register, Layout::MmaAccumulator}},
+                {"m", {DType::F32, 16, 1, Scope::Register, Layout::RowVector}}};
+    const Block combine = {make_fill("acc", 0.0f), make_load("part", "ws", 0, 128, 16, 128),
+                           make_map("acc", fv("acc") + fv("part")), make_store("acc", "out", 0, 128, 16, 128)};
+    k.body = {make_fill("acc", 1.0f), make_store("acc", "ws", 0, 128, 16, 128),
+              make_last_arrival("cnt", 0, 2, combine)};
+    Program p;
+    p.kernels = {k};
+    p.workspaces = {{"ws", Halide::Expr(16 * 128)}, {"cnt", Halide::Expr(1), true}};
+    REQUIRE_NOTHROW(verify(p));
+    const Program laid = internal::lay_out_combine(p, true);
+    CHECK(laid.kernels[0].values.at("acc_c").layout == Layout::WarpRows);
+    CHECK(laid.kernels[0].values.at("part").layout == Layout::WarpRows);  // only in the region: not renamed
+    CHECK(laid.kernels[0].values.at("acc").layout == Layout::MmaAccumulator);
+    CHECK_NOTHROW(verify(laid));
+    check_in_order(to_string(laid), {"for strip in [0, 4) {", "part = load ws[base: strip * 512, stride 128, valid 16 - strip * 4 x 128]",
+                                     "acc_c = map(acc_c + part)", "store out[base: strip * 512,"});
+    // On the interpreter, strips and all: out = the workspace the block stored (acc = 1) + 0.
+    HostTensor ws(TensorDesc{"ws", DType::F32, {16 * 128}}), x(TensorDesc{"x", DType::F32, {16 * 128}}),
+        out(TensorDesc{"out", DType::F32, {16 * 128}}), cnt(TensorDesc{"cnt", DType::F32, {1}});
+    LaunchArgs args{{{"ws", &ws}, {"x", &x}, {"out", &out}, {"cnt", &cnt}}, {}, {}};
+    interpret(laid, args);
+    for (double v : out.values) CHECK(v == 1.0);
+
+    auto with_combine = [&](const Block &body) {
+        Program q = p;
+        q.kernels[0].body.back() = make_last_arrival("cnt", 0, 2, body);
+        REQUIRE_NOTHROW(verify(q));
+        return q;
+    };
+    const Block live_in = {make_load("part", "ws", 0, 128, 16, 128), make_map("acc", fv("acc") + fv("part")),
+                           make_store("acc", "out", 0, 128, 16, 128)};  // reads the partial's acc
+    const Block reduces = {make_load("part", "ws", 0, 128, 16, 128), make_fill("m", 0.0f),
+                           make_reduce("m", ReduceOp::Max, "part"), make_row_store("m", "out", 0, 16)};
+    const Block user_tensor = {make_fill("acc", 0.0f), make_load("part", "x", 0, 128, 16, 128),
+                               make_map("acc", fv("acc") + fv("part")), make_store("acc", "out", 0, 128, 16, 128)};
+    for (const Block *b : {&live_in, &reduces, &user_tensor}) {
+        const Program q = with_combine(*b);
+        const Program same = internal::lay_out_combine(q, true);
+        CHECK(to_string(same) == to_string(q));
+    }
+    CHECK(to_string(internal::lay_out_combine(p, false)) == to_string(p));
 }

@@ -5,11 +5,13 @@
 #include <cmath>
 #include <random>
 
+#include "InOrder.h"
 #include "neptune/Error.h"
 #include "neptune/Half.h"
 #include "tir/Interpreter.h"
 
 using namespace neptune;
+using neptune::testing::check_in_order;
 using Halide::Expr;
 namespace HI = Halide::Internal;
 
@@ -46,16 +48,6 @@ HostTensor filled(const std::string &name, DType t, std::vector<int64_t> shape, 
     return h;
 }
 
-/** CHECKs that the `pieces` occur in `text` in this order. */
-void check_in_order(const std::string &text, const std::vector<std::string> &pieces) {
-    size_t at = 0;
-    for (const std::string &p : pieces) {
-        const size_t found = text.find(p, at);
-        INFO("looking for `", p, "` after offset ", at, " in\n", text);
-        REQUIRE(found != std::string::npos);
-        at = found + p.size();
-    }
-}
 
 // C = 0.5 * A B^T for A [rows x depth] and B [16 x depth] in f16, one 16-row tile of C per block:
 // partial row and depth tiles are zero-filled by the loads.
@@ -486,4 +478,72 @@ TEST_CASE("tile IR: a key-split dot gives each warp's rows their own slice of b,
     tir::Kernel odd = k;
     odd.values["q_s"] = shared(DType::F16, 8, 16);
     CHECK_THROWS_WITH_AS(tir::verify(odd), doctest::Contains("broadcasts whole 16-row blocks"), InternalError);
+}
+
+namespace {
+
+tir::TileType warp_rows(int rows, int cols) { return {DType::F32, rows, cols, tir::Scope::Register, tir::Layout::WarpRows}; }
+tir::TileType warp_row_vector(int rows) {
+    return {DType::F32, rows, 1, tir::Scope::Register, tir::Layout::WarpRowVector};
+}
+
+// Two 16 x 128 f32 tiles of x merged in warp rows, as split-K's combine merges chunks:
+// out[r][c] = x[r][c] * w[r] + x[16 + r][c], only the first `valid` rows loaded and stored.
+tir::Kernel warp_rows_merge_kernel() {
+    tir::Kernel k;
+    k.name = "merge";
+    k.tensors = {{"x", DType::F32, false}, {"w", DType::F32, false}, {"out", DType::F32, true}};
+    k.int_params = {"valid"};
+    k.grid_x = 1;
+    k.warps = 1;
+    k.values = {{"t", warp_rows(16, 128)}, {"u", warp_rows(16, 128)}, {"w_r", warp_row_vector(16)}};
+    const Expr valid = iv("valid");
+    k.body = {tir::make_load("t", "x", 0, 128, valid, 128), tir::make_load("u", "x", 16 * 128, 128, valid, 128),
+              tir::make_row_load("w_r", "w", 0, 1, valid, 0.0f), tir::make_map("t", fv("t") * fv("w_r") + fv("u")),
+              tir::make_store("t", "out", 0, 128, valid, 128)};
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("tile IR: warp-rows tiles load, map and store f32 rows; maps read one register family; rows 16-byte aligned") {
+    const tir::Kernel k = warp_rows_merge_kernel();
+    REQUIRE_NOTHROW(tir::verify(k));
+    CHECK(tir::to_string(k).find("t: f32[16 x 128] register warp-rows") != std::string::npos);
+    CHECK(tir::to_string(k).find("w_r: f32[16] warp-row-vector") != std::string::npos);
+    HostTensor x = random_tensor("x", DType::F32, {32, 128}, 5), w = random_tensor("w", DType::F32, {16}, 6),
+               out = filled("out", DType::F32, {16, 128}, -1);
+    tir::LaunchArgs args{{{"x", &x}, {"w", &w}, {"out", &out}}, {{"valid", 13}}, {}};
+    tir::interpret(k, args);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 128; c += 17) {
+            INFO("row ", r, ", column ", c);
+            const double want = r < 13 ? double(float(x.values[size_t(r * 128 + c)] * w.values[size_t(r)])) +
+                                             x.values[size_t((16 + r) * 128 + c)]
+                                       : -1.0;
+            CHECK(out.values[size_t(r * 128 + c)] == doctest::Approx(want).epsilon(1e-6));
+        }
+
+    tir::Kernel mixed = k;  // an mma-family row vector in a warp-rows map
+    mixed.values["w_r"] = row_vector(16);
+    mixed.body[2] = tir::make_fill("w_r", 1.0f);
+    CHECK_THROWS_WITH_AS(tir::verify(mixed), doctest::Contains("a map reads values of its destination's register family"),
+                         InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(with_statement(k, tir::make_reduce("w_r", tir::ReduceOp::Max, "t"))),
+                         doctest::Contains("a reduction reads an mma-accumulator or operand tile"), InternalError);
+    tir::Kernel unaligned = k;  // float4 rows need 16-byte row starts
+    unaligned.body[1] = tir::make_load("u", "x", 16 * 128 + 2, 128, 16, 128);
+    CHECK_THROWS_WITH_AS(tir::verify(unaligned), doctest::Contains("base and row stride must be multiples of 4"),
+                         InternalError);
+    tir::Kernel odd_stride = k;
+    odd_stride.body[0] = tir::make_load("t", "x", 0, iv("valid"), 16, 128);
+    CHECK_THROWS_WITH_AS(tir::verify(odd_stride), doctest::Contains("base and row stride must be multiples of 4"),
+                         InternalError);
+    tir::Kernel two_warps = k;  // one warp's tiles
+    two_warps.warps = 2;
+    CHECK_THROWS_WITH_AS(tir::verify(two_warps), doctest::Contains("in a one-warp kernel (this one has 2)"), InternalError);
+    tir::Kernel dot = matmul_kernel();  // tensor cores read mma fragments only
+    dot.values["acc"] = warp_rows(16, 16);
+    CHECK_THROWS_WITH_AS(tir::verify(dot), doctest::Contains("the dot's accumulator must be an f32 mma-accumulator tile"),
+                         InternalError);
 }

@@ -3,7 +3,7 @@
 /** \file
  * The header-only CUDA device library that Neptune's emitted kernels call (namespace
  * neptune::device): shared tiles and cp.async loads, mma.sync m16n8k16 on warp register tiles,
- * elementwise maps and row reductions, masked stores. Emitted code includes only this header; it
+ * elementwise maps and row reductions, masked stores, warp-rows tiles for CUDA-core work. Emitted code includes only this header; it
  * includes nothing outside the library, so NVRTC compiles it from in-memory headers alone: pass
  * every .cuh of this folder to nvrtcCreateProgram under its include name "neptune/device/<file>".
  *
@@ -15,5 +15,6 @@
 #include "neptune/device/store.cuh"
 #include "neptune/device/tile.cuh"
 #include "neptune/device/types.cuh"
+#include "neptune/device/warp_rows.cuh"
 
 #endif
