@@ -163,37 +163,43 @@ int main() {
         //   workspace ws_acc
         //   workspace ws_row_sum
         //     body:
-        //       row_max = fill(-inf)
-        //       acc = fill(0)
-        //       row_sum = fill(0)
-        //       for p in [0, chunks) carrying row_max, acc, row_sum unrolled x2 {
-        //         row_max_p = row_load ws_row_max[base: p * n_rows + r0, stride 1, valid r_valid] else -inf
-        //         acc_p = load ws_acc[base: (p * n_rows + r0) * 64, stride 64, valid r_valid x 64]
-        //         row_sum_p = row_load ws_row_sum[base: p * n_rows + r0, stride 1, valid r_valid] else 0
-        //         row_max_new = row_map(max(row_max, row_max_p))
-        //         acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
-        //         acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
-        //         acc = map(acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale))
-        //         row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
-        //                               + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
-        //         row_max = row_map(row_max_new)
-        //         row_sum = row_map(row_sum_new)
+        //       for strip in [0, (min(r_valid, 16) + 3) / 4) {
+        //         row_max = fill(-inf)
+        //         acc = fill(0)
+        //         row_sum = fill(0)
+        //         for p in [0, chunks * 1) carrying row_max, acc, row_sum unrolled x2 {
+        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid r_valid - strip * 4] else -inf
+        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid r_valid - strip * 4 x 64]
+        //           row_sum_p = row_load ws_row_sum[base: strip * 4 + n_rows * p + r0, stride 1, valid r_valid - strip * 4] else 0
+        //           row_max_new = row_map(max(row_max, row_max_p))
+        //           acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
+        //           acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
+        //           acc = map(acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale))
+        //           row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
+        //                                 + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
+        //           row_max = row_map(row_max_new)
+        //           row_sum = row_map(row_sum_new)
+        //         }
+        //         o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
+        //         store out[base: (strip * 4 + r0) * 64, stride 64, valid r_valid - strip * 4 x 64] = o_out
         //       }
-        //       o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
-        //       store out[base: r0 * 64, stride 64, valid r_valid x 64] = o_out
         // The combine's block takes 16 query rows (the heads of the batch, flattened; r_valid =
         // n_rows - r0 of them are real), so one kernel serves every KV group. The repair is lesson 7's
         // h, applied twice per chunk; a partial that is 0 (an empty chunk) is added as 0, never
         // multiplied by a factor that could be infinite. The chunks' loads are independent of the
         // running state, so unrolled by two the next chunk's loads are in flight during this one's merge.
+        // The rows are independent too, so lay_out_combine merges them 4 at a time ("strip"), in
+        // warp-rows registers (the listing's values section says warp-rows): a row of a chunk is one
+        // 16-byte load per lane, and rows past r_valid are never loaded. In the partial kernel's mma
+        // fragments each lane would load its 64 elements of a chunk one by one.
         ok = ok && l.program.kernels.size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
     }
 
     const Lowered folded = lower_decode(spec, chunks, /*fold*/ true);
     {
         // A second kernel costs a launch, and its few blocks (one per 16 rows) wait for a whole grid
-        // that ends ragged. fold_combine, the last pass before shared-memory planning, instead appends
-        // the combine's body to the partial kernel under a LastArrival: each block counts itself in
+        // that ends ragged. fold_combine (before lay_out_combine and shared-memory planning) instead
+        // appends the combine's body to the partial kernel under a LastArrival: each block counts itself in
         // ws_arrivals[b * kv_heads + hkv] once its partial state is written (and fenced), and the block
         // that completes the count runs the combine for its own group's rows only, r0 = b * q_heads +
         // h0 and r_valid = group, then resets the counter to 0 for the next launch. With one chunk (a
@@ -216,6 +222,8 @@ int main() {
         //       ... if last of chunks arrivals at ws_arrivals[b * kv_heads + hkv] {  // ...
         //   workspace ws_arrivals, zeroed: yes
         // The launcher zeroes that workspace once when it allocates it; every launch leaves it zero.
+        // Inside the arrival the combine's state carries the suffix _c (acc_c, row_max_c, ...):
+        // lay_out_combine gives it warp-rows registers, while the partial's acc stays in mma fragments.
         ok = ok && folded.program.kernels.size() == 1 && direct->kind == tir::NodeKind::IfThen &&
              several->body.back()->kind == tir::NodeKind::LastArrival && w.zeroed;
     }
