@@ -39,10 +39,14 @@ class Region {
 public:
     Region(const Kernel &k, const std::set<std::string> &workspaces) : k_(k), workspaces_(workspaces) {}
 
-    /** Whether `body` is a combine this pass can lay out; collects the values it touches. */
+    /** Whether `body` is a combine this pass can lay out; collects the values it touches. Strips
+     * reorder the region's statements across rows, so no tensor may be both stored and loaded. */
     bool qualifies(const Block &body) {
         std::set<std::string> defined;
-        return block(body, defined);
+        if (!block(body, defined)) return false;
+        for (const std::string &t : stored_)
+            if (loaded_.count(t)) return false;
+        return true;
     }
     const std::set<std::string> &touched() const { return touched_; }
 
@@ -61,11 +65,12 @@ private:
             if (t.scope != Scope::Register || !workspaces_.count(n.tensor) || !HI::can_prove(n.base % 4 == 0) ||
                 !HI::can_prove(n.row_stride % 4 == 0))
                 return false;
+            loaded_.insert(n.tensor);
             break;
         }
         case NodeKind::TileStore:
+        case NodeKind::RowStore: stored_.insert(n.tensor); break;
         case NodeKind::RowLoad:
-        case NodeKind::RowStore:
         case NodeKind::Fill:
         case NodeKind::TileMap:
         case NodeKind::RowMap: break;
@@ -73,6 +78,7 @@ private:
         case NodeKind::IfThen: return block(n.body, defined);
         default: return false;  // dots, conversions, reductions, synchronization: not a combine
         }
+        if (n.kind == NodeKind::RowLoad) loaded_.insert(n.tensor);
         std::set<std::string> reads, writes;
         value_effects(k_, n, reads, writes);
         for (const std::string &r : reads)
@@ -91,7 +97,7 @@ private:
 
     const Kernel &k_;
     const std::set<std::string> &workspaces_;
-    std::set<std::string> touched_;
+    std::set<std::string> touched_, stored_, loaded_;
 };
 
 /** The register values `body` touches (outside a region being laid out). */

@@ -18,8 +18,8 @@ namespace neptune::internal {
  * 4-row warp-rows tiles and row vectors. A combine region is a LastArrival's body (the folded
  * combine), or the whole body of a kernel without dots or arrivals (the separate combine kernel); it
  * qualifies when its statements are loads from the program's workspaces (rows 16-byte aligned),
- * stores, fills, maps, row maps, loops and conditions, and it reads no register value it did not
- * write first (so rows are independent). Values the kernel also uses outside the region (the
+ * stores, fills, maps, row maps, loops and conditions, it reads no register value it did not write
+ * first, and it loads no tensor it stores (so its rows are independent and strips may reorder them). Values the kernel also uses outside the region (the
  * partial's state of the same name) are renamed inside it, with the suffix "_c". `enabled` false, or
  * no region qualifies: unchanged. Requires: fold_combine. */
 tir::Program lay_out_combine(const tir::Program &p, bool enabled);

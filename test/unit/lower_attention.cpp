@@ -411,7 +411,7 @@ TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers a
     CHECK(internal::emit_cuda(p).find("warp_rows") == std::string::npos);
 }
 
-TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, or reduces, or reads another tensor") {
+TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, reduces, reads a user tensor, or reloads what it stored") {
     // A folded-combine shape by hand: fragments outside, then an arrival whose body is the combine.
     using namespace tir;
     const auto fv = [](const std::string &n) { return Halide::Internal::Variable::make(Halide::Float(32), n); };
@@ -457,7 +457,10 @@ TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did n
                            make_reduce("m", ReduceOp::Max, "part"), make_row_store("m", "out", 0, 16)};
     const Block user_tensor = {make_fill("acc", 0.0f), make_load("part", "x", 0, 128, 16, 128),
                                make_map("acc", fv("acc") + fv("part")), make_store("acc", "out", 0, 128, 16, 128)};
-    for (const Block *b : {&live_in, &reduces, &user_tensor}) {
+    // Stores ws, then loads its rows 4..15: in strips, rows 4..7 would be loaded before they are stored.
+    const Block reads_back = {make_fill("acc", 2.0f), make_store("acc", "ws", 0, 128, 16, 128),
+                              make_load("part", "ws", 4 * 128, 128, 12, 128), make_store("part", "out", 0, 128, 12, 128)};
+    for (const Block *b : {&live_in, &reduces, &user_tensor, &reads_back}) {
         const Program q = with_combine(*b);
         const Program same = internal::lay_out_combine(q, true);
         CHECK(to_string(same) == to_string(q));
