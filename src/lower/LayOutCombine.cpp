@@ -11,20 +11,6 @@ using namespace tir;
 
 namespace {
 
-/** Variables renamed, their types kept. */
-class Rename : public HI::IRMutator {
-public:
-    explicit Rename(const std::map<std::string, std::string> &names) : names_(names) {}
-    using HI::IRMutator::visit;
-    Halide::Expr visit(const HI::Variable *v) override {
-        auto it = names_.find(v->name);
-        return it == names_.end() ? Halide::Expr(v) : HI::Variable::make(v->type, it->second);
-    }
-
-private:
-    const std::map<std::string, std::string> &names_;
-};
-
 /** The register values statement `n` itself reads and writes (tir::effects without the scalars). */
 void value_effects(const Kernel &k, const Node &n, std::set<std::string> &reads, std::set<std::string> &writes) {
     std::set<std::string> w, r;
@@ -62,8 +48,7 @@ private:
         case NodeKind::TileLoad: {
             const TileType &t = k_.values.at(n.dst);
             // Whole 16-byte rows from Neptune's own (256-byte aligned) workspaces only.
-            if (t.scope != Scope::Register || !workspaces_.count(n.tensor) || !HI::can_prove(n.base % 4 == 0) ||
-                !HI::can_prove(n.row_stride % 4 == 0))
+            if (t.scope != Scope::Register || !workspaces_.count(n.tensor) || !rows_aligned(n.base, n.row_stride, 4))
                 return false;
             loaded_.insert(n.tensor);
             break;
@@ -118,7 +103,9 @@ Stmt renamed(const Stmt &s, const std::map<std::string, std::string> &names) {
         auto it = names.find(n);
         return it == names.end() ? n : it->second;
     };
-    auto expr = [&](const Halide::Expr &e) { return e.defined() ? Rename(names).mutate(e) : e; };
+    std::map<std::string, Halide::Expr> vars;  // the renamed values, f32 all (Region checks it)
+    for (const auto &[from, to] : names) vars[from] = HI::Variable::make(Halide::Float(32), to);
+    auto expr = [&](const Halide::Expr &e) { return e.defined() ? HI::substitute(vars, e) : e; };
     return with(s, [&](Node &n) {
         n.dst = name(n.dst);
         n.src = name(n.src);

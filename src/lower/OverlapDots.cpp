@@ -10,24 +10,6 @@ using namespace tir;
 
 namespace {
 
-// The value names a statement writes and reads (maps read the Variables of their expression).
-void effects(const Stmt &s, std::set<std::string> &writes, std::set<std::string> &reads) {
-    class Vars : public HI::IRGraphVisitor {
-    public:
-        std::set<std::string> *out;
-        using HI::IRGraphVisitor::visit;
-        void visit(const HI::Variable *op) override { out->insert(op->name); }
-    } vars;
-    vars.out = &reads;
-    const Node &n = *s;
-    if (!n.dst.empty()) writes.insert(n.dst);
-    if (n.kind == NodeKind::TileReduce || n.kind == NodeKind::TileDot) reads.insert(n.dst);
-    if (n.kind == NodeKind::TileMap || n.kind == NodeKind::RowMap) n.value.accept(&vars);
-    for (const std::string *r : {&n.src, &n.a, &n.b})
-        if (!r->empty()) reads.insert(*r);
-    for (const Stmt &b : n.body) effects(b, writes, reads);
-}
-
 bool is_tma_load(const Stmt &s) { return s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma && s->ring.defined(); }
 
 // The three statements load x; dot reading x; release x at `at`, or false.
@@ -74,7 +56,7 @@ Block rotate(const Stmt &loop, bool turns) {
     std::set<std::string> b2_reads, b2_writes;
     for (size_t i = 3; i < c; i++) {
         std::set<std::string> w, r;
-        effects(body[i], w, r);
+        effects(*body[i], w, r, true);
         bool later = w.count(acc) || r.count(acc) || w.count(p);
         for (const std::string &x : r) later = later || b2_writes.count(x);
         for (const std::string &x : w) later = later || b2_writes.count(x) || b2_reads.count(x);
@@ -90,7 +72,7 @@ Block rotate(const Stmt &loop, bool turns) {
     const Block d(body.begin() + long(c) + 3, body.end());
     for (const Stmt &x : d) {
         std::set<std::string> w, r;
-        effects(x, w, r);
+        effects(*x, w, r, true);
         if (r.count(acc) || w.count(acc) || w.count(p)) return {};
     }
 

@@ -201,7 +201,7 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     return n;
 }
 
-void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads) {
+void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads, bool with_body) {
     switch (n.kind) {
     case NodeKind::TileLoad:
     case NodeKind::RowLoad:
@@ -241,6 +241,12 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
     case NodeKind::Release: writes.insert(n.src); break;
     default: break;
     }
+    if (with_body)
+        for (const Stmt &b : n.body) effects(*b, writes, reads, true);
+}
+
+bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v) {
+    return Halide::Internal::can_prove(base % v == 0) && Halide::Internal::can_prove(row_stride % v == 0);
 }
 
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {

@@ -240,9 +240,12 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
 Stmt make_turn(TurnMode mode);
 Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
                        const std::string &note = "");
-/** The names statement `n` itself (not its body) writes and reads: values, and in a map's expression
- * every Variable (scalars too). A Release writes its tile (the producer may refill the buffer). */
-void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads);
+/** The names statement `n` writes and reads (with `with_body`, its body's too): values, and in a
+ * map's expression every Variable (scalars too). A Release writes its tile (the producer may refill
+ * the buffer). */
+void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads, bool with_body = false);
+/** Whether every row of a slice starts at a multiple of `v` elements (vector loads and stores). */
+bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 

@@ -29,11 +29,6 @@ bool is_warp_rows_tile(const TileType &t) {
 }
 bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
 
-/** Whether every row of a slice starts at a multiple of `v` elements (for vector accesses). */
-bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v) {
-    return HI::can_prove(base % v == 0) && HI::can_prove(row_stride % v == 0);
-}
-
 std::string shape(const TileType &t) { return "[" + std::to_string(t.rows) + " x " + std::to_string(t.cols) + "]"; }
 
 /** The names of the Variables an Expr reads, each once. */
@@ -391,13 +386,6 @@ private:
 
     // ---- Asynchronous dots: untouched until retired, and retired in the block that issues them ----
 
-    /** The values a statement (and its body) writes and reads. */
-    static void effects(const Stmt &s, std::set<std::string> &writes, std::set<std::string> &reads) {
-        const Node &n = *s;
-        tir::effects(n, writes, reads);
-        for (const Stmt &b : n.body) effects(b, writes, reads);
-    }
-
     void check_async(const Block &b, std::vector<const Node *> in_flight) const {
         for (const Stmt &s : b) {
             if (s->kind == NodeKind::DotWait) {
@@ -406,7 +394,7 @@ private:
                 continue;
             }
             std::set<std::string> writes, reads;
-            effects(s, writes, reads);
+            tir::effects(*s, writes, reads, true);
             for (const Node *d : in_flight) {
                 if (writes.count(d->dst) || reads.count(d->dst))
                     fail(s, "touches '" + d->dst + "' while the asynchronous dot writing it is in flight");
