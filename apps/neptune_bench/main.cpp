@@ -300,6 +300,15 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "softmax state, merged by the folded combine); 0 or 1 = one warp per block")
         ->capture_default_str()
         ->check(CLI::Range(0, 8));
+    sub->add_option("--tma-loads", o.tma_loads,
+                    "sm_90a mma.sync kernels (decode, prefill off the wgmma path): 1 the pipelined K/V copies by "
+                    "TMA (one thread per tile, an mbarrier per buffer), 0 by cp.async; -1 = default")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
+    sub->add_option("--tma-l2-promotion", o.tma_l2_promotion,
+                    "TMA copies: bytes the L2 fetches from memory per miss (0 none, 64, 128, 256); -1 = default")
+        ->capture_default_str()
+        ->check(CLI::IsMember({-1, 0, 64, 128, 256}));
 }
 
 }  // namespace

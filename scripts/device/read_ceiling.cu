@@ -8,7 +8,7 @@
 // per variant, so decode's partial kernel can be read against what streaming alone reaches. Inputs
 // are random fp16 (RC_CONSTANT=1: constant bytes); RC_REPS=1 runs each variant once, for ncu. Build on
 // the H200 machine:
-//   nvcc -O3 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
+//   nvcc -O3 -std=c++20 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
 
 #include "../../test/device/cuda_check.cuh"
@@ -32,13 +32,20 @@ __global__ void plain_loads(const uint4* __restrict__ data, size_t n, unsigned* 
   if (x == 0x12345678u) sink[0] = x;  // keeps the loads; never true for random data
 }
 
+// HINT: 0 none, 1 the L2::128B prefetch-size hint, 2 L2::256B (the sector fetch the L2 may widen).
+template <int HINT = 0>
 __device__ inline void cp_async16(void* smem, const void* gmem) {
   unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  if (HINT == 2)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  else if (HINT == 1)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 }
 
 // grid (chunks, groups); block WARPS x 32; each stage holds TILE bytes of K and TILE of V.
-template <int WARPS, int STAGES, int TILE>
+template <int WARPS, int STAGES, int TILE, int HINT = 0>
 __global__ void cp_async_ring(const char* __restrict__ k, const char* __restrict__ v, int chunks, unsigned* sink) {
   extern __shared__ __align__(128) char smem[];
   const size_t per_chunk = kStreamBytes / chunks / TILE * TILE;  // whole tiles: 16-byte aligned copies
@@ -48,8 +55,8 @@ __global__ void cp_async_ring(const char* __restrict__ k, const char* __restrict
   auto issue = [&](int t) {
     char* s = smem + (t % STAGES) * 2 * TILE;
     for (int o = tid * 16; o < TILE; o += WARPS * 32 * 16) {
-      cp_async16(s + o, k + base + size_t(t) * TILE + o);
-      cp_async16(s + TILE + o, v + base + size_t(t) * TILE + o);
+      cp_async16<HINT>(s + o, k + base + size_t(t) * TILE + o);
+      cp_async16<HINT>(s + TILE + o, v + base + size_t(t) * TILE + o);
     }
     asm volatile("cp.async.commit_group;\n");
   };
@@ -225,16 +232,32 @@ void schedule(Bench& b, int chunks) {
               SWIZZLE ? ", swizzled" : "", chunks, resident, r);
 }
 
-template <int WARPS, int STAGES, int TILE>
-void ring(Bench& b, int chunks, bool bulk) {
+// KIND: 0-2 cp.async with HINT = KIND (none, L2::128B, L2::256B), 3 bulk copies.
+const char* const kKindNames[] = {"cp.async", "cp.async L2::128B", "cp.async L2::256B", "bulk"};
+
+template <int WARPS, int STAGES, int TILE, int KIND>
+void ring(Bench& b, int chunks) {
   int shared = STAGES * 2 * TILE;
-  auto kern = bulk ? bulk_ring<WARPS, STAGES, TILE> : cp_async_ring<WARPS, STAGES, TILE>;
+  if (shared > 227 * 1024) return;
+  auto kern = KIND == 3 ? bulk_ring<WARPS, STAGES, TILE> : cp_async_ring<WARPS, STAGES, TILE, KIND % 3>;
   CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
-  int resident = 0;
+  int resident = 0, sms = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, WARPS * 32, shared));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   double r = b.tbps([&] { kern<<<dim3(chunks, kGroups), WARPS * 32, shared>>>(b.k, b.v, chunks, b.sink); });
-  std::printf("%-9s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  %.2f TB/s\n", bulk ? "bulk" : "cp.async",
-              WARPS, STAGES, TILE, chunks, resident, r);
+  std::printf("%-18s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  waves %.2f  %.2f TB/s\n",
+              kKindNames[KIND], WARPS, STAGES, TILE, chunks, resident, double(chunks) * kGroups / (resident * sms), r);
+}
+
+// Every kind at one (warps, stages, tile) shape, for 1 to 3 chunks.
+template <int WARPS, int STAGES, int TILE>
+void ring_shape(Bench& b) {
+  for (int chunks : {1, 2, 3}) {
+    ring<WARPS, STAGES, TILE, 0>(b, chunks);
+    ring<WARPS, STAGES, TILE, 1>(b, chunks);
+    ring<WARPS, STAGES, TILE, 2>(b, chunks);
+    ring<WARPS, STAGES, TILE, 3>(b, chunks);
+  }
 }
 
 int main() {
@@ -271,16 +294,35 @@ int main() {
     schedule<272, false, false>(b, chunks);  // the ring's order, padded rows
     schedule<256, false, true>(b, chunks);   // the ring's order, swizzled rows
   }
-  for (bool bulk : {false, true}) {
-    ring<1, 2, 8192>(b, 2, bulk);  // decode's partial kernel now (one warp, 32 keys)
-    ring<1, 2, 8192>(b, 3, bulk);
-    ring<1, 3, 8192>(b, 2, bulk);
-    ring<1, 2, 16384>(b, 2, bulk);
-    ring<4, 2, 16384>(b, 2, bulk);  // four warps on 64-key tiles
-    ring<4, 3, 16384>(b, 2, bulk);
-    ring<4, 2, 32768>(b, 2, bulk);
-    ring<4, 4, 16384>(b, 1, bulk);
-    ring<4, 3, 16384>(b, 4, bulk);
+  // RC_GRID=1: only the grid of ring shapes (warps x stages x tile bytes x chunks x copy kind).
+  if (std::getenv("RC_GRID")) {
+    ring_shape<1, 2, 8192>(b);   // decode's partial kernel (one warp, 32 keys) with 2 stages
+    ring_shape<1, 3, 8192>(b);   // and with 3 (the default now)
+    ring_shape<1, 4, 8192>(b);
+    ring_shape<1, 2, 16384>(b);  // one warp, 64-key tiles
+    ring_shape<1, 3, 16384>(b);
+    ring_shape<2, 3, 8192>(b);
+    ring_shape<2, 2, 16384>(b);
+    ring_shape<4, 2, 16384>(b);  // four warps, 64-key tiles
+    ring_shape<4, 3, 16384>(b);
+    ring_shape<4, 2, 32768>(b);  // four warps, 128-key tiles (cuDNN's tile at B = 8)
+    ring_shape<4, 3, 32768>(b);
+    ring_shape<8, 2, 32768>(b);
+    return 0;
+  }
+  for (int kind : {0, 3}) {
+    auto shape = [&](auto f) { kind == 0 ? f.template operator()<0>() : f.template operator()<3>(); };
+    shape([&]<int K>() {
+      ring<1, 2, 8192, K>(b, 2);  // decode's partial kernel (one warp, 32 keys)
+      ring<1, 2, 8192, K>(b, 3);
+      ring<1, 3, 8192, K>(b, 2);
+      ring<1, 2, 16384, K>(b, 2);
+      ring<4, 2, 16384, K>(b, 2);  // four warps on 64-key tiles
+      ring<4, 3, 16384, K>(b, 2);
+      ring<4, 2, 32768, K>(b, 2);
+      ring<4, 4, 16384, K>(b, 1);
+      ring<4, 3, 16384, K>(b, 4);
+    });
   }
   return 0;
 }

@@ -183,6 +183,7 @@ public:
         if (specialized) {
             roles();
         } else {
+            init_copy_barriers();
             declare_registers();
             const size_t hoist_at = prologue_position();
             for (size_t i = 0; i < k_.body.size(); ++i) {
@@ -198,7 +199,7 @@ private:
     // The loop being emitted, for pipelined loads.
     struct LoopCtx {
         const Node *loop;
-        int pipelined = 0;
+        int pipelined = 0;  // its cp.async loads (commit groups per iteration)
     };
 
     void line(const std::string &s) { out_ << std::string(size_t(indent_ * 4), ' ') << s << "\n"; }
@@ -283,6 +284,38 @@ private:
         line("(void)warp;");
         declare_registers();
         for (const Stmt &s : k_.body) stmt(s, nullptr);
+        indent_--;
+        line("}");
+    }
+
+    // TMA copies in the compute warps' own loops (pipeline_loads): one full barrier per buffer, which
+    // the issuing thread's arrival and the copy's bytes complete.
+    void init_copy_barriers() {
+        if (layout_.full_barrier.empty()) return;
+        line("if (threadIdx.x == 0) {");
+        indent_++;
+        for (const auto &[name, off] : layout_.full_barrier)
+            for (int b = 0; b < layout_.buffers.at(name); b++)
+                line("nd::mbarrier_init(" + ident(name) + "_full + " + std::to_string(b) + ", 1);");
+        line("nd::fence_barrier_init();");
+        for (const TensorMap &m : k_.tensor_maps) line("nd::tma_prefetch(" + ident(m.name) + ");");
+        indent_--;
+        line("}");
+        line("__syncthreads();");
+    }
+
+    // Thread 0 issues the TMA copy of load `n` into buffer `buffer` (an expression), for the iteration
+    // at which `var` is `at`. `after_reads`: the buffer was read (ldmatrix, plain stores of an aliased
+    // tile) since it was last filled, so those generic-proxy accesses are ordered before the copy.
+    void tma_issue(const Node &n, const std::string &buffer, const std::string &var, const Expr &at, bool after_reads) {
+        auto f = [&](const Expr &e) { return HI::substitute(var, at, e); };
+        const std::string bar = ident(n.dst) + "_full + " + buffer;
+        line("if (threadIdx.x == 0) {");
+        indent_++;
+        if (after_reads) line("nd::fence_proxy_async();");
+        line("nd::mbarrier_arrive_expect_tx(" + bar + ", " + std::to_string(tile_bytes(k_.values.at(n.dst))) + ");");
+        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + buffer + "), " + ident(map_of(n).name) + ", " + scalar(f(n.row)) +
+             ", " + scalar(f(n.plane)) + ", " + bar + ");");
         indent_--;
         line("}");
     }
@@ -463,6 +496,21 @@ private:
                 line("}");
                 break;
             }
+            if (n.copy == CopyKind::Tma && !k_.producer_warps) {
+                // This iteration's copy lands; after the barrier every thread is past iteration j - 1's
+                // reads of the buffer that iteration j + S - 1 refills, which thread 0 then issues.
+                if (!lc) throw InternalError("emit_cuda: a TMA load of the compute warps outside its loop");
+                const std::string j = ident(lc->loop->var), ahead = std::to_string(k_.pipeline_stages - 1);
+                line("nd::mbarrier_wait(" + ident(n.dst) + "_full + stage_" + j + ", phase_" + j + ");");
+                line("nd::barrier();");
+                line("if (" + j + " + " + ahead + " < " + j + "_end) {");
+                indent_++;
+                tma_issue(n, "(stage_" + j + " + " + ahead + ") % " + std::to_string(k_.pipeline_stages), lc->loop->var,
+                          HI::Variable::make(Halide::Int(32), lc->loop->var) + (k_.pipeline_stages - 1), true);
+                indent_--;
+                line("}");
+                break;
+            }
             if (n.copy == CopyKind::Tma) {  // the producer issued the copy: wait for it to land
                 const std::string stage = ring_position(n);
                 line("nd::mbarrier_wait(" + ident(n.dst) + "_full + " + stage + ", " +
@@ -625,11 +673,20 @@ private:
         }
     }
 
-    static std::vector<const Node *> pipelined_loads(const Node &loop) {
+    // The loop's loads that pipeline_loads pipelined: cp.async, or TMA issued by the compute warps.
+    std::vector<const Node *> pipelined_loads(const Node &loop) const {
         std::vector<const Node *> piped;
         for (const Stmt &b : loop.body)
-            if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::CpAsync) piped.push_back(b.get());
+            if (b->kind == NodeKind::TileLoad &&
+                (b->copy == CopyKind::CpAsync || (b->copy == CopyKind::Tma && !k_.producer_warps)))
+                piped.push_back(b.get());
         return piped;
+    }
+
+    static int cp_async_loads(const std::vector<const Node *> &piped) {
+        int n = 0;
+        for (const Node *p : piped) n += p->copy == CopyKind::CpAsync;
+        return n;
     }
 
     // Where the first pipelined loop's bounds and prologue go: as early as the statements before it
@@ -674,24 +731,27 @@ private:
         return at;
     }
 
-    // The loop's bounds and its prologue: the first S - 1 iterations' copies, one commit group per
-    // load, in body order.
+    // The loop's bounds and its prologue: the first S - 1 iterations' copies in body order, one
+    // commit group per cp.async load.
     void loop_prologue(const Node &n) {
         const std::string j = ident(n.var);
         line("const int " + j + "_begin = " + scalar(n.begin) + ", " + j + "_end = " + scalar(n.end) + ";");
         const std::vector<const Node *> piped = pipelined_loads(n);
         if (piped.empty()) return;
-        if (k_.pipeline_stages < 2) throw InternalError("emit_cuda: cp.async pipelining needs 2 or more stages");
+        if (k_.pipeline_stages < 2) throw InternalError("emit_cuda: pipelined copies need 2 or more stages");
         if (&n == hoisted_) line("// the KV loop's first copies, issued before the block's setup");
         for (int it = 0; it + 1 < k_.pipeline_stages; it++)
             for (const Node *p : piped) {
                 line("if (" + j + "_begin + " + std::to_string(it) + " < " + j + "_end) {");
                 indent_++;
-                shared_load(*p, ident(p->dst) + "_buf(" + std::to_string(it) + ")", true, n.var,
-                            HI::Variable::make(Halide::Int(32), n.var + "_begin") + it);
+                const Expr at = HI::Variable::make(Halide::Int(32), n.var + "_begin") + it;
+                if (p->copy == CopyKind::Tma)
+                    tma_issue(*p, std::to_string(it), n.var, at, false);
+                else
+                    shared_load(*p, ident(p->dst) + "_buf(" + std::to_string(it) + ")", true, n.var, at);
                 indent_--;
                 line("}");
-                line("nd::cp_async_commit();");
+                if (p->copy == CopyKind::CpAsync) line("nd::cp_async_commit();");
             }
     }
 
@@ -701,7 +761,7 @@ private:
         indent_++;
         const std::vector<const Node *> piped = pipelined_loads(n);
         if (&n != hoisted_) loop_prologue(n);
-        LoopCtx lc{&n, int(piped.size())};
+        LoopCtx lc{&n, cp_async_loads(piped)};
         if (n.unroll > 1) line("#pragma unroll " + std::to_string(n.unroll));
         line("for (int " + j + " = " + j + "_begin; " + j + " < " + j + "_end; ++" + j + ") {");
         indent_++;
@@ -709,7 +769,7 @@ private:
         for (const Stmt &b : n.body) stmt(b, &lc);
         indent_--;
         line("}");
-        if (!piped.empty()) line("nd::cp_async_wait<0>();");
+        if (cp_async_loads(piped)) line("nd::cp_async_wait<0>();");
         indent_--;
         line("}");
     }

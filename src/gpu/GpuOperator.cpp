@@ -59,6 +59,8 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.fold_combine = opt.fold_combine;
     c.warp_rows_combine = opt.warp_rows_combine;
     c.key_warps = opt.key_warps;
+    c.tma_loads = opt.tma_loads;
+    c.tma_l2_promotion = opt.tma_l2_promotion;
     return c;
 }
 
@@ -211,7 +213,7 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
             const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {cols * 2, rows * cols * 2};
             const unsigned box[2] = {64, unsigned(tm.box_rows)};
             maps.emplace_back();
-            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box),
+            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box, tm.l2_promotion),
                   ("encoding " + tm.name).c_str());
         }
         m.maps.push_back(std::move(maps));

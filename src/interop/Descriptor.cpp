@@ -220,7 +220,8 @@ json to_json(const GroupDescriptor &d, bool with_images) {
         for (const KernelSpec &k : s.kernels) {
             json maps = json::array();
             for (const TensorMapSpec &m : k.maps)
-                maps.push_back({{"tensor", m.tensor}, {"dims", {m.dims[0], m.dims[1], m.dims[2]}}, {"box_rows", m.box_rows}});
+                maps.push_back({{"tensor", m.tensor}, {"dims", {m.dims[0], m.dims[1], m.dims[2]}}, {"box_rows", m.box_rows},
+                                {"l2_promotion", m.l2_promotion}});
             js["kernels"].push_back({{"name", k.name}, {"grid", {k.grid[0], k.grid[1], k.grid[2]}}, {"threads", k.threads},
                                      {"shared_bytes", k.shared_bytes}, {"tensors", k.tensors}, {"maps", maps},
                                      {"ints", k.ints}});
@@ -277,6 +278,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
                     ms.tensor = m.at("tensor");
                     for (int i = 0; i < 3; i++) ms.dims[i] = m.at("dims").at(i);
                     ms.box_rows = m.at("box_rows");
+                    ms.l2_promotion = m.at("l2_promotion");
                     ks.maps.push_back(ms);
                 }
                 ks.ints = k.at("ints").get<std::vector<std::string>>();

@@ -53,6 +53,7 @@ struct TensorMapSpec {
     std::string tensor;
     std::string dims[3];
     int box_rows = 0;
+    int l2_promotion = 256;  // bytes the L2 fetches per miss (neptune_tensor_map_encode)
 };
 
 struct KernelSpec {

@@ -294,7 +294,8 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
                                      planes = (unsigned long long)d[2].eval(vars);
             const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {2 * cols, 2 * cols * rows};
             const unsigned box[2] = {64, unsigned(ks.maps[m].box_rows)};
-            if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, dims, strides, box) != NEPTUNE_OK)
+            if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, dims, strides, box,
+                                          ks.maps[m].l2_promotion) != NEPTUNE_OK)
                 return fail(halide_error_code_device_run_failed, std::string("the TMA descriptor of ") + ks.maps[m].tensor +
                                                                      ": " + neptune_last_error());
             args.push_back(maps[m].bytes);

@@ -73,6 +73,11 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     // Decode's chunk loop unrolled (by 2: it loads a tile): the next chunk's loads fly during this
     // chunk's merge (perf-log.md, session 10).
     o.unroll_chunks = decode ? 4 : 1;
+    // Decode on sm_90a: the K/V copies by TMA, one thread issuing one instruction per 64-column box
+    // instead of 16 cp.async per lane and tile (166 registers instead of 241), with 128-byte L2
+    // promotion: 256 bytes, right for prefill, costs decode's streams 5 % (perf-log.md, session 14).
+    o.tma_loads = decode && arch == GpuArch::Sm90a;
+    o.tma_l2_promotion = decode ? 128 : 256;
     const bool fits = head_dim_qk % 64 == 0 && head_dim_v % 64 == 0 && head_dim_qk <= 256 && head_dim_v <= 256 &&
                       dtype_bytes(dtype) == 2;
     if (arch == GpuArch::Sm90a && !decode && fits) {
@@ -101,11 +106,11 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("select_mma", p);
     p = each_kernel(p, swizzle_shared_tiles);  // the mma.sync kernels' shared layouts, as select_mma set wgmma's
     log("swizzle_shared_tiles", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages); });  // TMA for select_mma's wgmma kernels
+    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages, opt.tma_l2_promotion); });  // TMA for select_mma's wgmma kernels
     log("specialize_warps", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages); });  // the kernels left over
+    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion); });  // the kernels left over
     log("pipeline_loads", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return unroll_chunk_loops(k, opt.unroll_chunks); });  // loops pipeline_loads left
     log("unroll_chunk_loops", p);

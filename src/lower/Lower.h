@@ -29,6 +29,9 @@ struct LowerOptions {
     int unroll_chunks = 1;                    // loops over global loads only (split-K combine): unroll factor; 1 off
     bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
     bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
+    bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
+                                              // (one thread per tile, mbarriers) instead of cp.async
+    int tma_l2_promotion = 256;               // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
     int key_warps = 1;                        // decode: warps of a block sharing each KV tile, warp w taking
                                               // its w-th block_n keys with its own state (the combine merges them)
 };
@@ -38,7 +41,8 @@ struct LowerOptions {
  * head dims that are multiples of 64 (up to 256) takes the wgmma path: two compute warpgroups of 64
  * rows and a TMA producer warpgroup, 128-key tiles (64 above head dim 128, for shared memory); other
  * shapes and decode keep the mma.sync kernels (compiled for sm_90a). Decode pipelines 3 stages of K
- * and V, prefill's mma.sync kernels 2. */
+ * and V (on sm_90a by TMA in its own loop, 128-byte L2 promotion), prefill's mma.sync kernels 2 (by
+ * cp.async). */
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
 
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs

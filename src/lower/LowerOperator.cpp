@@ -28,6 +28,15 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
     if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
+    if (c.tma_loads == 1 && c.arch != GpuArch::Sm90a)
+        throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));
+    if (c.tma_loads >= 0) lo.tma_loads = c.tma_loads == 1;
+    if (c.tma_l2_promotion >= 0) {
+        if (c.tma_l2_promotion != 0 && c.tma_l2_promotion != 64 && c.tma_l2_promotion != 128 && c.tma_l2_promotion != 256)
+            throw CompileError(spec.name + ": the TMA L2 promotion is 0, 64, 128 or 256 bytes, not " +
+                               std::to_string(c.tma_l2_promotion));
+        lo.tma_l2_promotion = c.tma_l2_promotion;
+    }
     if (c.key_warps > 1) {
         if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
         if (group > 16)

@@ -29,6 +29,8 @@ struct LoweringChoices {
     int fold_combine = -1;  // decode: 1 the last block of each group combines (one kernel), 0 a combine kernel; -1: 1
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers, 0 in mma fragments; -1: 1
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
+    int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA, 0 cp.async; -1: the default
+    int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss: 0, 64, 128 or 256; -1: the default
 };
 
 /** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */

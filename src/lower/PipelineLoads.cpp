@@ -1,10 +1,23 @@
 #include "lower/PipelineLoads.h"
 
+#include "neptune/Error.h"
+
 namespace neptune::internal {
 
 using namespace tir;
 
-Kernel pipeline_loads(const Kernel &k, int stages) {
+namespace {
+
+// TMA writes the 128-byte-swizzled layout and addresses the tensor by (plane, row) of its view.
+bool takes_tma(const Kernel &k, const Node &load) {
+    const TileType &t = k.values.at(load.dst);
+    return t.layout == Layout::SharedSwizzled128 && load.plane.defined() && load.row.defined() &&
+           k.views.count(load.tensor) && t.rows % 8 == 0 && t.rows <= 256;
+}
+
+}  // namespace
+
+Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion) {
     if (k.producer_warps) return k;  // specialize_warps pipelined the TMA copies
     Kernel out = k;
     bool changed = false;
@@ -13,8 +26,19 @@ Kernel pipeline_loads(const Kernel &k, int stages) {
         Block body = s->body;
         for (Stmt &b : body) {
             if (b->kind != NodeKind::TileLoad || k.values.at(b->dst).scope != Scope::Shared) continue;
-            b = with(b, [](Node &n) {
-                n.copy = CopyKind::CpAsync;
+            const bool by_tma = tma && takes_tma(k, *b);
+            if (by_tma) {
+                const int rows = k.values.at(b->dst).rows;
+                bool mapped = false;
+                for (const TensorMap &m : out.tensor_maps) {
+                    if (m.tensor != b->tensor) continue;
+                    if (m.box_rows != rows) throw InternalError(k.name + ": " + b->tensor + " is loaded in tiles of two heights");
+                    mapped = true;
+                }
+                if (!mapped) out.tensor_maps.push_back({b->tensor + "_map", b->tensor, rows, l2_promotion});
+            }
+            b = with(b, [&](Node &n) {
+                n.copy = by_tma ? CopyKind::Tma : CopyKind::CpAsync;
                 n.stage = 0;
             });
             changed = true;
@@ -22,6 +46,7 @@ Kernel pipeline_loads(const Kernel &k, int stages) {
         s = with(s, [&](Node &n) { n.body = body; });
     }
     if (!changed) return k;
+    if (stages < 2) throw CompileError(k.name + ": pipelined copies need at least 2 stages, not " + std::to_string(stages));
     out.pipeline_stages = stages;
     return out;
 }

@@ -1,5 +1,7 @@
 #include "lower/PlanSharedMemory.h"
 
+#include <algorithm>
+
 #include "neptune/Error.h"
 
 namespace neptune::internal {
@@ -15,6 +17,15 @@ bool loaded_in_loop(const Kernel &k, const std::string &tile) {
         if (s->kind == NodeKind::CarriedLoop)
             for (const Stmt &b : s->body)
                 if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy != CopyKind::Sync) return true;
+    return false;
+}
+
+// A tile that TMA fills in the compute warps' own loop (pipeline_loads): its buffers complete on mbarriers.
+bool tma_loaded_in_loop(const Kernel &k, const std::string &tile) {
+    for (const Stmt &s : k.body)
+        if (s->kind == NodeKind::CarriedLoop)
+            for (const Stmt &b : s->body)
+                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy == CopyKind::Tma) return true;
     return false;
 }
 
@@ -79,9 +90,17 @@ SharedLayout shared_layout(const Kernel &k) {
         }
         l.alignment_slack = 1024;
     } else {
-        // cp.async and ldmatrix need only 128-byte aligned swizzled tiles for conflict-free access.
+        // cp.async and ldmatrix need only 128-byte aligned swizzled tiles for conflict-free access;
+        // TMA's swizzle pattern follows address bits 7-9, so its tiles start at 1024 bytes.
         for (const auto &[name, t] : k.values)
-            if (t.scope == Scope::Shared && swizzled(t)) l.alignment_slack = 128;
+            if (t.scope == Scope::Shared && swizzled(t)) l.alignment_slack = std::max(l.alignment_slack, 128);
+        for (const auto &[name, t] : k.values) {
+            if (t.scope != Scope::Shared || !tma_loaded_in_loop(k, name)) continue;
+            l.total = align_up(l.total, 8);
+            l.full_barrier[name] = l.total;  // one per buffer: the copy's bytes complete it
+            l.total += 8 * l.buffers[name];
+            l.alignment_slack = 1024;
+        }
     }
     return l;
 }

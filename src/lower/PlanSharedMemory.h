@@ -32,8 +32,8 @@ int shared_tile_bytes(const tir::TileType &t);
  * or specialize_warps. Throws CompileError when the
  * kernel needs more than the 227 KB a block may have on sm_90.
  * Loaded once before the loop and converted to registers before it, Q shares the last stage of a
- * pipelined tile of the same size: the loop writes that stage only after its first barrier (not with
- * TMA copies, where wgmma reads Q from shared memory in every iteration). */
+ * pipelined tile of the same size: the loop writes that stage only after its first barrier (not in
+ * warp-specialized kernels, where wgmma reads Q from shared memory in every iteration). */
 tir::Kernel plan_shared_memory(const tir::Kernel &k);
 SharedLayout shared_layout(const tir::Kernel &k);
 

@@ -24,7 +24,7 @@ bool reads_anywhere(const Stmt &s, const std::string &tile) {
 
 }  // namespace
 
-Kernel specialize_warps(const Kernel &k, int stages) {
+Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
     if (!uses_wgmma(k)) return k;
     std::set<std::string> swizzled;  // select_mma's layout for every shared tile a wgmma reads
     for (const auto &[name, t] : k.values)
@@ -36,7 +36,7 @@ Kernel specialize_warps(const Kernel &k, int stages) {
         const TileType &t = k.values.at(s->dst);
         if (!s->plane.defined()) throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (plane, row)");
         auto [it, fresh] = box_rows.emplace(s->tensor, t.rows);
-        if (fresh) out.tensor_maps.push_back({s->tensor + "_map", s->tensor, t.rows});
+        if (fresh) out.tensor_maps.push_back({s->tensor + "_map", s->tensor, t.rows, l2_promotion});
         if (it->second != t.rows) throw InternalError(k.name + ": " + s->tensor + " is loaded in tiles of two heights");
         return with(s, [&](Node &n) {
             n.copy = CopyKind::Tma;

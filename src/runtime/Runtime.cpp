@@ -370,8 +370,18 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
 }
 
 int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
-                              const unsigned long long strides[2], const unsigned box[2]) {
+                              const unsigned long long strides[2], const unsigned box[2], int l2_promotion_bytes) {
     if (!map || !base || !dims || !strides || !box) return invalid("neptune_tensor_map_encode: a NULL argument");
+    CUtensorMapL2promotion promotion;
+    switch (l2_promotion_bytes) {
+    case 0: promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE; break;
+    case 64: promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_64B; break;
+    case 128: promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B; break;
+    case 256: promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B; break;
+    default:
+        return invalid("neptune_tensor_map_encode: the L2 promotion is 0, 64, 128 or 256 bytes, not " +
+                       std::to_string(l2_promotion_bytes));
+    }
     if (reinterpret_cast<uintptr_t>(map) % 64) return invalid("neptune_tensor_map_encode: the map is not 64-byte aligned");
     if (element_bytes != 2) return invalid("neptune_tensor_map_encode: only 16-bit elements are supported");
     if (reinterpret_cast<uintptr_t>(base) % 16 || strides[0] % 16 || strides[1] % 16)
@@ -388,7 +398,7 @@ int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, co
     if (CUresult r = s.cu.cuTensorMapEncodeTiled(static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
                                                  const_cast<void *>(base), global_dim, global_strides, box_dim,
                                                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                 CU_TENSOR_MAP_SWIZZLE_128B, promotion,
                                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
         return cuda_fail("cuTensorMapEncodeTiled", r,
                          "a " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + " x " + std::to_string(dims[2]) +

@@ -104,11 +104,13 @@ struct TensorView {
 };
 
 /** A TMA descriptor the launcher encodes for one kernel parameter: boxes of box_rows x 64 elements
- * of `tensor`'s view (Kernel::views), 128-byte swizzle, zero fill outside. */
+ * of `tensor`'s view (Kernel::views), 128-byte swizzle, zero fill outside, and the bytes the L2
+ * fetches per miss (0, 64, 128, 256): wide promotion suits prefill's reuse, not decode's streams. */
 struct TensorMap {
     std::string name;    // the kernel parameter, e.g. "k_map"
     std::string tensor;  // the TensorParam it describes
     int box_rows = 0;
+    int l2_promotion = 256;
 };
 
 /** A scalar the kernel derives once from block indices and parameters, e.g. q0 = blockIdx.x * 64. */

@@ -127,7 +127,8 @@ std::string to_string(const Kernel &k) {
            << " compute warps" << (k.consumer_registers ? " (" + std::to_string(k.consumer_registers) + " registers)"
                                                          : std::string()) << "\n";
     for (const TensorMap &m : k.tensor_maps)
-        os << "  tensor map " << m.name << ": " << m.tensor << ", boxes of " << m.box_rows << " x 64\n";
+        os << "  tensor map " << m.name << ": " << m.tensor << ", boxes of " << m.box_rows << " x 64, L2 promotion "
+           << m.l2_promotion << " B\n";
     if (!k.scalars.empty()) {
         os << "  scalars:\n";
         for (const ScalarDef &d : k.scalars) os << "    " << d.name << " = " << expr(d.value) << "\n";

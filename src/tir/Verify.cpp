@@ -76,6 +76,7 @@ private:
     std::set<std::string> names_;    // every scalar and value name: a map reads both, so they must not clash
     std::set<std::string> scalars_;  // the scalars in scope
     int nested_ = 0;                 // loops and conditions around the statement being checked
+    const Node *loop_ = nullptr;     // the loop whose body holds the statement directly (none under a condition)
 
     [[noreturn]] void fail(const Stmt &s, const std::string &rule) const {
         std::string where = "tir::verify: kernel '" + k_.name + "'";
@@ -199,6 +200,9 @@ private:
         if (!t) fail(nullptr, "tensor map '" + m.name + "' describes '" + m.tensor + "', which is not a tensor");
         if (!k_.views.count(m.tensor))
             fail(nullptr, "tensor map '" + m.name + "': tensor '" + m.tensor + "' has no (planes, rows, cols) view");
+        if (m.l2_promotion != 0 && m.l2_promotion != 64 && m.l2_promotion != 128 && m.l2_promotion != 256)
+            fail(nullptr, "tensor map '" + m.name + "': the L2 promotion is 0, 64, 128 or 256 bytes, not " +
+                              std::to_string(m.l2_promotion));
         if (m.box_rows < 8 || m.box_rows > 256 || m.box_rows % 8)
             fail(nullptr, "tensor map '" + m.name + "': TMA boxes have 8 to 256 rows in steps of 8, not " +
                               std::to_string(m.box_rows));
@@ -255,7 +259,10 @@ private:
         scalars_.insert(s->var);
         names_.insert(s->var);
         nested_++;
+        const Node *outer = loop_;
+        loop_ = s.get();
         block(s->body);
+        loop_ = outer;
         nested_--;
         scalars_.erase(s->var);
         names_.erase(s->var);
@@ -284,7 +291,11 @@ private:
                 bool mapped = false;
                 for (const TensorMap &m : k_.tensor_maps) mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);
                 if (!mapped) fail(s, "no tensor map of '" + s->tensor + "' has boxes of this tile's rows");
-                if (!k_.producer_warps) fail(s, "a TMA load needs producer warps to issue it");
+                // Without producer warps a thread of the block issues the copies stages - 1 iterations
+                // ahead in the loop that consumes them (pipeline_loads): no ring protocol, no releases.
+                if (!k_.producer_warps && (!loop_ || k_.pipeline_stages < 2 || s->ring.defined()))
+                    fail(s, "a TMA load without producer warps is a pipelined load (2 or more stages, no ring "
+                            "position) directly in the body of the loop that reads it");
             }
             break;
         }
@@ -344,7 +355,10 @@ private:
             // LastArrival under it still counts every block of a group (or none).
             const bool grid_uniform = nested_ == 0 && reads_only_params(s->cond);
             if (!grid_uniform) nested_++;
+            const Node *outer = loop_;
+            loop_ = nullptr;
             block(s->body);
+            loop_ = outer;
             if (!grid_uniform) nested_--;
             break;
         }

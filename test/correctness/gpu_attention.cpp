@@ -27,6 +27,8 @@ struct Case {
     int runs = 1;                       // launches on the same operator (arrival counters must reset)
     int key_warps = 0;                  // decode: warps per block splitting each KV tile along the keys
     int warp_rows_combine = -1;         // decode: 0 merges the chunks in mma fragments (-1: warp rows)
+    int tma_loads = -1;                 // sm_90a mma.sync kernels: 1 the K/V copies by TMA, 0 cp.async
+    int wgmma = -1;                     // sm_90a prefill: 0 keeps the mma.sync kernel
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -40,7 +42,8 @@ void run(const OperatorSpec &op, const Case &c) {
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
                  << (c.window ? " window " + std::to_string(c.window) : std::string()) << " "
                  << (c.arch.empty() ? "device arch" : c.arch) << " chunks " << c.chunks << " key warps " << c.key_warps
-                 << " warp-rows combine " << c.warp_rows_combine);
+                 << " warp-rows combine " << c.warp_rows_combine << " tma loads " << c.tma_loads << " wgmma "
+                 << c.wgmma << " stages " << c.stages << " block_n " << c.block_n);
     GpuOptions opt;
     opt.arch = c.arch;
     opt.stages = c.stages;
@@ -49,6 +52,8 @@ void run(const OperatorSpec &op, const Case &c) {
     opt.fold_combine = c.fold_combine;
     opt.key_warps = c.key_warps;
     opt.warp_rows_combine = c.warp_rows_combine;
+    opt.tma_loads = c.tma_loads;
+    opt.wgmma = c.wgmma;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
@@ -146,6 +151,38 @@ TEST_CASE("gpu attention: decode with key-split warps (one shared KV tile, a sli
         Case two_sm80 = two;
         two_sm80.arch = "sm_80";
         for (const Case &c : {four, four_chunks, two, two_sm80}) run(op, c);
+    }
+}
+
+TEST_CASE("gpu attention: TMA copies in the mma.sync kernels' own loops (sm_90a), and cp.async on the same shapes") {
+    // Sequences that end inside a tile (TMA's zero fill past the rows), 64- and 32-key tiles, 2 to 4
+    // stages, one chunk and the chunk rule's count, key-split warps, bf16, repeated launches; both copy
+    // kinds, so a change of the default keeps the other tested.
+    for (const int tma : {1, 0}) {
+        for (const OperatorSpec &op : operator_suite()) {
+            if (op.family != Family::Attention || !op.attention.decode) continue;
+            Case rising{3, 1000, 128, 128, InputStyle::RisingScores};
+            rising.runs = 2;
+            Case wide{1, 8191, 64, 64};
+            wide.block_n = 64;
+            wide.stages = 2;
+            wide.chunks = 1;
+            Case deep{2, 77, 128, 128, InputStyle::Normal, 0, DType::BF16};
+            deep.stages = 4;
+            Case split{2, 4099, 128, 128, InputStyle::Normal};
+            split.key_warps = 2;
+            split.block_n = 32;
+            for (Case c : {rising, wide, deep, split}) {
+                c.tma_loads = tma;
+                run(op, c);
+            }
+        }
+        for (const char *name : {"prefill_causal", "prefill_gqa", "prefill_windowed"}) {
+            Case c{2, 1000, 128, 128, InputStyle::RisingScores};
+            c.wgmma = 0;
+            c.tma_loads = tma;
+            run(*find_operator(name), c);
+        }
     }
 }
 

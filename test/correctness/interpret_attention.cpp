@@ -28,6 +28,8 @@ struct Case {
     int overlap = -1;
     int fold_combine = -1;  // decode: 0 a separate combine kernel (the default folds it into the partial)
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys
+    int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
+    int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
 };
 
@@ -44,7 +46,7 @@ void run(const OperatorSpec &op, const Case &c) {
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
                  << " tile " << c.block_n << " " << arch_name(c.arch) << " chunks " << c.chunks << " key warps "
-                 << c.key_warps);
+                 << c.key_warps << " tma " << c.tma_loads);
     internal::LoweringChoices lc;
     lc.arch = c.arch;
     lc.block_n = c.block_n;
@@ -52,10 +54,13 @@ void run(const OperatorSpec &op, const Case &c) {
     lc.overlap = c.overlap;
     lc.fold_combine = c.fold_combine;
     lc.key_warps = c.key_warps;
+    lc.tma_loads = c.tma_loads;
+    lc.wgmma = c.wgmma;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
+    if (c.tma_loads == 1) CHECK(l.program.kernels.at(0).tensor_maps.size() == 2);  // K and V by TMA, Q not
     // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
-    if (c.arch == GpuArch::Sm90a && !a.decode) CHECK(l.program.kernels.at(0).producer_warps == 4);
+    if (c.arch == GpuArch::Sm90a && !a.decode && c.wgmma != 0) CHECK(l.program.kernels.at(0).producer_warps == 4);
     std::vector<HostTensor> in = make_inputs(inst, 5, InputStyle::RisingScores);
     std::vector<HostTensor> out = make_outputs(inst);
     for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
@@ -121,6 +126,36 @@ TEST_CASE("interpret: decode with key-split warps (each a slice of every KV tile
                 run(op, c);
             }
         }
+    }
+}
+
+TEST_CASE("interpret: decode with TMA copies in its one-warp loop (sm_90a) matches the fp64 reference") {
+    // TMA addresses K and V by (plane, row) of their views and zero-fills past the sequence, where the
+    // cp.async form clips at its valid rows: sequences ending inside a tile, several planes, head dims
+    // 64 and 128, 16- and 32-key tiles, one chunk and several.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 128, 128, 0, 0, 16, 1},
+                                        {3, 100, 64, 64, 0, 0, 32, 2}}) {
+            c.arch = GpuArch::Sm90a;
+            c.tma_loads = 1;
+            run(op, c);
+        }
+    }
+    // sm_90a's default for decode: TMA where the tiles are swizzled (V, head dim 64), cp.async where
+    // they are not (K, head dim 96), in one loop.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        Case mixed{1, 45, 96, 64, 0, 0, 16, 2, GpuArch::Sm90a};
+        mixed.edit = [](tir::Program &p) { CHECK(p.kernels.at(0).tensor_maps.size() == 1); };
+        run(op, mixed);
+    }
+    // The same pass on a 4-warp prefill kernel kept on mma.sync: Q loaded once, K and V by TMA.
+    for (const char *name : {"prefill_causal", "prefill_gqa"}) {
+        Case c{1, 300, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a};
+        c.wgmma = 0;
+        c.tma_loads = 1;
+        run(*find_operator(name), c);
     }
 }
 

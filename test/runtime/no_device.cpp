@@ -87,6 +87,22 @@ TEST_CASE("runtime C ABI: null pointers and zero sizes are invalid arguments wit
     CHECK(neptune_free(nullptr) == NEPTUNE_OK);
 }
 
+TEST_CASE("neptune_tensor_map_encode: bad arguments are refused before any driver call, naming the rule") {
+    struct alignas(64) Map {
+        unsigned char bytes[128];
+    } map;
+    alignas(16) static unsigned short data[64 * 8];
+    const unsigned long long dims[3] = {64, 8, 1}, strides[2] = {128, 1024};
+    const unsigned box[2] = {64, 8};
+    CHECK(neptune_tensor_map_encode(&map, data, 2, dims, strides, box, 100) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(mentions(neptune_last_error(), "L2 promotion is 0, 64, 128 or 256 bytes, not 100"));
+    const unsigned wide[2] = {128, 8};
+    CHECK(neptune_tensor_map_encode(&map, data, 2, dims, strides, wide, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(mentions(neptune_last_error(), "boxes are 64 elements"));
+    CHECK(neptune_tensor_map_encode(&map, data, 4, dims, strides, box, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(mentions(neptune_last_error(), "16-bit elements"));
+}
+
 TEST_CASE("neptune_last_error: each thread keeps its own message") {
     CHECK(neptune_malloc(nullptr, 16) == NEPTUNE_ERROR_INVALID_ARGUMENT);
     std::string other;

@@ -4,14 +4,22 @@
 // against fp64 in correctness/interpret_attention, the GPU in correctness/gpu_attention).
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
 
+#include "codegen/CodeGenCuda.h"
 #include "lower/LowerOperator.h"
+#include "lower/PlanSharedMemory.h"
 #include "neptune/Error.h"
+#include "runtime/Compile.h"
 #include "tir/IR.h"
 
 using namespace neptune;
 using namespace neptune::tir;
+
+namespace neptune::internal {
+const std::vector<std::pair<std::string, std::string>> &device_headers();
+}
 
 namespace {
 
@@ -75,6 +83,7 @@ TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, re
     CHECK(k.producer_registers == 24);
     CHECK(k.consumer_registers == 240);
     REQUIRE(k.tensor_maps.size() == 3);
+    for (const TensorMap &m : k.tensor_maps) CHECK(m.l2_promotion == 256);  // prefill reuses K and V across blocks
     CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma; }) == 3);
     CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Barrier; }) == 0);  // each TMA load is waited on
     const std::vector<const Node *> l = loops(k);
@@ -86,10 +95,109 @@ TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, re
     const std::string listing = to_string(k);
     CHECK(contains(listing, "k[plane b * kv_heads + h / (q_heads / kv_heads), row j * 128]  // tma stage 0; ring j"));
     CHECK(contains(listing, "roles: 4 producer warps (TMA, 24 registers), 8 compute warps (240 registers)"));
-    // The decode kernels (one warp of query heads) keep cp.async.
+    // The decode kernels (one warp of query heads) have no producer warps: their own loop issues
+    // TMA copies (pipeline_loads), with 128-byte L2 promotion by default.
     const Kernel d = lower("decode_gqa");
     CHECK(d.producer_warps == 0);
-    CHECK(count(d.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 2);
+    CHECK(count(d.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma; }) == 2);
+    REQUIRE(d.tensor_maps.size() == 2);
+    for (const TensorMap &m : d.tensor_maps) CHECK(m.l2_promotion == 128);
+    // On sm_80 they keep cp.async.
+    const Kernel d80 = lower("decode_gqa", -1, GpuArch::Sm80);
+    CHECK(count(d80.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 2);
+    CHECK(d80.tensor_maps.empty());
+}
+
+TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its own thread 0 (sm_90a)") {
+    for (const char *op : {"decode_causal", "decode_gqa"}) {
+        INFO(op);
+        internal::LoweringChoices c;
+        c.arch = GpuArch::Sm90a;
+        c.tma_loads = 1;
+        c.tma_l2_promotion = 64;
+        const Program p = internal::lower_operator(instantiate(*find_operator(op), 2, 1000), c).program;
+        const Kernel &k = p.kernels.at(0);
+        CHECK(k.producer_warps == 0);
+        CHECK(k.pipeline_stages == 3);
+        REQUIRE(k.tensor_maps.size() == 2);
+        for (const TensorMap &m : k.tensor_maps) {
+            CHECK(m.box_rows == 32);  // decode's 32-key tiles
+            CHECK(m.l2_promotion == 64);
+        }
+        // K and V in the loop by TMA, with no ring position (the loop rotates the buffers) and no
+        // releases; Q before the loop stays a plain load.
+        CHECK(count(k.body, [](const Node &n) {
+                  return n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma && !n.ring.defined();
+              }) == 2);
+        CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 0);
+        CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Release; }) == 0);
+        CHECK(count(k.body, [](const Node &n) {
+                  return n.kind == NodeKind::TileLoad && n.dst == "q_s" && n.copy == CopyKind::Sync;
+              }) == 1);
+        // One full barrier per buffer, no empty ones; TMA's swizzle needs 1024-byte aligned tiles.
+        const internal::SharedLayout l = internal::shared_layout(k);
+        CHECK(l.full_barrier.size() == 2);
+        CHECK(l.empty_barrier.empty());
+        CHECK(l.alignment_slack == 1024);
+        for (const char *t : {"k_s", "v_s"}) CHECK(l.offset.at(t) % 1024 == 0);
+        const std::string listing = to_string(k);
+        CHECK(contains(listing, "k_s = load k[plane b * kv_heads + hkv, row j * 32]  // tma stage 0\n"));
+        CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 64 B"));
+        // The emitted loop waits for this iteration's copy, then thread 0 refills the previous buffer.
+        const std::string src = internal::emit_cuda(p);
+        INFO(src);
+        CHECK(contains(src, "nd::mbarrier_wait(k_s_full + stage_j, phase_j);"));
+        CHECK(contains(src, "nd::tma_load_tile(v_s_buf((stage_j + 2) % 3), v_map, ((j + 2) * 32)"));
+        CHECK_FALSE(contains(src, "load_tile_async"));
+        internal::NvrtcOptions no;
+        no.cubin = true;
+        no.headers = internal::device_headers();
+        no.arch = "sm_90a";
+        CHECK_NOTHROW(internal::nvrtc_compile(src, std::string(op) + ".cu", no));
+    }
+    // TMA exists from sm_90 on: asking for it on sm_80 says so.
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm80;
+    c.tma_loads = 1;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 256), c),
+                         doctest::Contains("TMA copies need sm_90a, not sm_80"), CompileError);
+    c.arch = GpuArch::Sm90a;
+    c.tma_l2_promotion = 512;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 256), c),
+                         doctest::Contains("L2 promotion is 0, 64, 128 or 256 bytes, not 512"), CompileError);
+}
+
+TEST_CASE("verify: a TMA load without producer warps belongs to a pipelined loop, with no ring position") {
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.tma_loads = 1;
+    const Kernel k = internal::lower_operator(instantiate(*find_operator("decode_causal"), 1, 256), c).program.kernels.at(0);
+    CHECK_NOTHROW(verify(k));
+    const char *rule = "a TMA load without producer warps is a pipelined load";
+    // `k` with each TMA load directly in a loop's body replaced by f(loop variable, load).
+    auto edit_tma_loads = [&](const std::function<Stmt(const Halide::Expr &, const Stmt &)> &f) {
+        Kernel out = k;
+        for (Stmt &s : out.body)
+            if (s->kind == NodeKind::CarriedLoop)
+                s = with(s, [&](Node &n) {
+                    for (Stmt &b : n.body)
+                        if (b->kind == NodeKind::TileLoad && b->copy == CopyKind::Tma)
+                            b = f(Halide::Internal::Variable::make(Halide::Int(32), n.var), b);
+                });
+        return out;
+    };
+    // Under a condition in the loop: the emitter's wait and refill are the loop body's, not a branch's.
+    const Kernel guarded = edit_tma_loads([](const Halide::Expr &j, const Stmt &b) { return make_if(j >= 0, {b}); });
+    CHECK_THROWS_WITH_AS(verify(guarded), doctest::Contains(rule), InternalError);
+    // A ring position is the producer warps' protocol.
+    const Kernel ringed = edit_tma_loads([](const Halide::Expr &j, const Stmt &b) {
+        return with(b, [&](Node &l) { l.ring = j; });
+    });
+    CHECK_THROWS_WITH_AS(verify(ringed), doctest::Contains(rule), InternalError);
+    // One buffer is no pipeline.
+    Kernel single = k;
+    single.pipeline_stages = 1;
+    CHECK_THROWS_WITH_AS(verify(single), doctest::Contains(rule), InternalError);
 }
 
 TEST_CASE("overlap_dots: the first tile, the steady loop with two dots in flight, the last PV") {

@@ -84,9 +84,11 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
  * plane, dims[2] planes; strides[0] and strides[1] the bytes between rows and between planes
  * (multiples of 16). Boxes are box[0] = 64 elements (the 128-byte swizzle's span) by box[1] rows
  * (1..256) of one plane, written to shared memory in the 128-byte swizzle; elements outside the
- * tensor read as zeros. The map is passed to a kernel by value (a __grid_constant__ parameter). */
+ * tensor read as zeros. `l2_promotion_bytes` (0, 64, 128 or 256) is how much the L2 fetches from
+ * memory per miss of a copy (0: no promotion). The map is passed to a kernel by value (a
+ * __grid_constant__ parameter). */
 int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
-                              const unsigned long long strides[2], const unsigned box[2]);
+                              const unsigned long long strides[2], const unsigned box[2], int l2_promotion_bytes);
 
 /** Device memory; device pointers travel as `void *` (a CUdeviceptr cast). Freeing NULL does nothing. */
 int neptune_malloc(void **dptr, size_t bytes);
