@@ -5,6 +5,8 @@
 
 namespace neptune::internal {
 
+int decode_stages(int64_t blocks, int sms) { return blocks >= int64_t(sms) ? 2 : 3; }
+
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident) {
     blocks = std::max<int64_t>(blocks, 1);
     const int64_t most = std::max<int64_t>(1, std::min<int64_t>(tiles, 64));

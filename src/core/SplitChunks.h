@@ -3,7 +3,9 @@
 /** \file
  * How many split-K chunks a decode launch uses: one heuristic, Halide-free, shared by the JIT
  * operator (GpuOperator) and by the run-time launcher of AOT libraries, both of which pick chunks per
- * device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). */
+ * device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). And how deep the JIT
+ * operator pipelines decode's copies for its shape (AOT kernels, compiled for any shape, keep the
+ * lowering's default of 3). */
 #include <cstdint>
 
 namespace neptune::internal {
@@ -17,6 +19,14 @@ namespace neptune::internal {
  *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);
+
+/** The pipeline depth of decode's one-warp partial kernel for `blocks` (batch x KV heads) groups on
+ * `sms` SMs: 3 stages where there are fewer groups than SMs (split-K chunks fill the machine and a
+ * warp's own latency along its chunk bounds the rate, so a third tile in flight pays), 2 where every
+ * SM already has a group (the smaller blocks fit 6 per SM instead of 4). Measured on the H200 with
+ * TMA copies (perf-log.md, session 14): decode_causal 8,8192 (256 groups) 4.29 -> 4.32 TB/s with 2,
+ * decode_gqa 8,8192 (64 groups) 3.37 with 3 against 3.32 with 2. */
+int decode_stages(int64_t blocks, int sms);
 
 /** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
  * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the

@@ -164,7 +164,10 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
                                     std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
     // Decode's chunk count is a kernel parameter: chosen after lowering, from the partial kernel's
     // KV tile (k_s) and shared memory (how many of its blocks an SM holds).
-    internal::OperatorLowering lowered = internal::lower_operator(inst, choices(opt, arch, opt.chunks ? opt.chunks : 1));
+    internal::LoweringChoices c = choices(opt, arch, opt.chunks ? opt.chunks : 1);
+    // Decode's one-warp kernels: the pipeline depth by how many (batch, KV head) groups share the SMs.
+    if (a.decode && !opt.stages && opt.key_warps <= 1) c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
+    internal::OperatorLowering lowered = internal::lower_operator(inst, c);
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
     if (a.decode && !opt.chunks) {

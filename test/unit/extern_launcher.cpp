@@ -168,6 +168,15 @@ TEST_CASE("extern launcher: the descriptor round-trips, and its id leads the tex
                          std::invalid_argument);
 }
 
+TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {
+    CHECK(internal::decode_stages(8 * 8, 132) == 3);    // decode_gqa 8,8192: 5 chunks per group
+    CHECK(internal::decode_stages(32, 132) == 3);       // decode_causal 1,8192
+    CHECK(internal::decode_stages(131, 132) == 3);
+    CHECK(internal::decode_stages(132, 132) == 2);
+    CHECK(internal::decode_stages(8 * 32, 132) == 2);   // decode_causal 8,8192
+    CHECK(internal::decode_stages(8 * 32, 264) == 3);   // the same shape on twice the SMs
+}
+
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
     // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)).
     CHECK(internal::split_k_chunks(8 * 8, 256, 132, 6) == 5);   // decode_gqa 8,8192
