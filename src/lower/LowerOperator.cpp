@@ -32,7 +32,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));
     if (c.tma_loads >= 0) lo.tma_loads = c.tma_loads == 1;
     if (c.tma_l2_promotion >= 0) {
-        if (c.tma_l2_promotion != 0 && c.tma_l2_promotion != 64 && c.tma_l2_promotion != 128 && c.tma_l2_promotion != 256)
+        if (!tir::is_l2_promotion(c.tma_l2_promotion))
             throw CompileError(spec.name + ": the TMA L2 promotion is 0, 64, 128 or 256 bytes, not " +
                                std::to_string(c.tma_l2_promotion));
         lo.tma_l2_promotion = c.tma_l2_promotion;

@@ -27,16 +27,7 @@ Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion) {
         for (Stmt &b : body) {
             if (b->kind != NodeKind::TileLoad || k.values.at(b->dst).scope != Scope::Shared) continue;
             const bool by_tma = tma && takes_tma(k, *b);
-            if (by_tma) {
-                const int rows = k.values.at(b->dst).rows;
-                bool mapped = false;
-                for (const TensorMap &m : out.tensor_maps) {
-                    if (m.tensor != b->tensor) continue;
-                    if (m.box_rows != rows) throw InternalError(k.name + ": " + b->tensor + " is loaded in tiles of two heights");
-                    mapped = true;
-                }
-                if (!mapped) out.tensor_maps.push_back({b->tensor + "_map", b->tensor, rows, l2_promotion});
-            }
+            if (by_tma) add_tensor_map(out, b->tensor, k.values.at(b->dst).rows, l2_promotion);
             b = with(b, [&](Node &n) {
                 n.copy = by_tma ? CopyKind::Tma : CopyKind::CpAsync;
                 n.stage = 0;

@@ -12,21 +12,13 @@ namespace {
 
 constexpr int max_shared_bytes = 227 * 1024;
 
-bool loaded_in_loop(const Kernel &k, const std::string &tile) {
+// How a loop fills `tile` (Sync: no loop load of it, so one buffer).
+CopyKind loop_copy(const Kernel &k, const std::string &tile) {
     for (const Stmt &s : k.body)
         if (s->kind == NodeKind::CarriedLoop)
             for (const Stmt &b : s->body)
-                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy != CopyKind::Sync) return true;
-    return false;
-}
-
-// A tile that TMA fills in the compute warps' own loop (pipeline_loads): its buffers complete on mbarriers.
-bool tma_loaded_in_loop(const Kernel &k, const std::string &tile) {
-    for (const Stmt &s : k.body)
-        if (s->kind == NodeKind::CarriedLoop)
-            for (const Stmt &b : s->body)
-                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy == CopyKind::Tma) return true;
-    return false;
+                if (b->kind == NodeKind::TileLoad && b->dst == tile && b->copy != CopyKind::Sync) return b->copy;
+    return CopyKind::Sync;
 }
 
 bool swizzled(const TileType &t) { return t.layout == Layout::SharedSwizzled128; }
@@ -44,7 +36,7 @@ SharedLayout shared_layout(const Kernel &k) {
     std::vector<std::string> once;
     for (const auto &[name, t] : k.values) {
         if (t.scope != Scope::Shared) continue;
-        const bool piped = loaded_in_loop(k, name);
+        const bool piped = loop_copy(k, name) != CopyKind::Sync;
         if (!piped) {
             once.push_back(name);
             continue;
@@ -95,7 +87,8 @@ SharedLayout shared_layout(const Kernel &k) {
         for (const auto &[name, t] : k.values)
             if (t.scope == Scope::Shared && swizzled(t)) l.alignment_slack = std::max(l.alignment_slack, 128);
         for (const auto &[name, t] : k.values) {
-            if (t.scope != Scope::Shared || !tma_loaded_in_loop(k, name)) continue;
+            // TMA in the compute warps' own loop (pipeline_loads): the buffers complete on mbarriers.
+            if (t.scope != Scope::Shared || loop_copy(k, name) != CopyKind::Tma) continue;
             l.total = align_up(l.total, 8);
             l.full_barrier[name] = l.total;  // one per buffer: the copy's bytes complete it
             l.total += 8 * l.buffers[name];

@@ -31,13 +31,9 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
         if (t.scope == Scope::Shared && t.layout == Layout::SharedSwizzled128) swizzled.insert(name);
     if (stages < 2) throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
     Kernel out = k;
-    std::map<std::string, int> box_rows;  // one tensor map per tensor
     auto tma = [&](const Stmt &s, const Node *loop) {
-        const TileType &t = k.values.at(s->dst);
         if (!s->plane.defined()) throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (plane, row)");
-        auto [it, fresh] = box_rows.emplace(s->tensor, t.rows);
-        if (fresh) out.tensor_maps.push_back({s->tensor + "_map", s->tensor, t.rows, l2_promotion});
-        if (it->second != t.rows) throw InternalError(k.name + ": " + s->tensor + " is loaded in tiles of two heights");
+        add_tensor_map(out, s->tensor, k.values.at(s->dst).rows, l2_promotion);
         return with(s, [&](Node &n) {
             n.copy = CopyKind::Tma;
             n.stage = loop ? 0 : -1;

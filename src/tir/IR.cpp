@@ -1,5 +1,7 @@
 #include "tir/IR.h"
 
+#include "neptune/Error.h"
+
 namespace neptune {
 
 const char *arch_name(GpuArch a) { return a == GpuArch::Sm90a ? "sm_90a" : "sm_80"; }
@@ -247,6 +249,15 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
 
 bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v) {
     return Halide::Internal::can_prove(base % v == 0) && Halide::Internal::can_prove(row_stride % v == 0);
+}
+
+void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion) {
+    for (const TensorMap &m : k.tensor_maps) {
+        if (m.tensor != tensor) continue;
+        if (m.box_rows != box_rows) throw neptune::InternalError(k.name + ": " + tensor + " is loaded in tiles of two heights");
+        return;
+    }
+    k.tensor_maps.push_back({tensor + "_map", tensor, box_rows, l2_promotion});
 }
 
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {

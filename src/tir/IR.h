@@ -112,6 +112,8 @@ struct TensorMap {
     int box_rows = 0;
     int l2_promotion = 256;
 };
+/** The promotions TMA descriptors have: 0 (none), 64, 128 or 256 bytes. */
+inline bool is_l2_promotion(int bytes) { return bytes == 0 || bytes == 64 || bytes == 128 || bytes == 256; }
 
 /** A scalar the kernel derives once from block indices and parameters, e.g. q0 = blockIdx.x * 64. */
 struct ScalarDef {
@@ -248,6 +250,10 @@ Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::E
 void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads, bool with_body = false);
 /** Whether every row of a slice starts at a multiple of `v` elements (vector loads and stores). */
 bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int v);
+struct Kernel;
+/** Adds the TMA descriptor "<tensor>_map" for boxes of `box_rows` to k.tensor_maps unless the tensor
+ * has one; one per tensor, so a second height is an InternalError. */
+void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 

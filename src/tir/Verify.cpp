@@ -200,7 +200,7 @@ private:
         if (!t) fail(nullptr, "tensor map '" + m.name + "' describes '" + m.tensor + "', which is not a tensor");
         if (!k_.views.count(m.tensor))
             fail(nullptr, "tensor map '" + m.name + "': tensor '" + m.tensor + "' has no (planes, rows, cols) view");
-        if (m.l2_promotion != 0 && m.l2_promotion != 64 && m.l2_promotion != 128 && m.l2_promotion != 256)
+        if (!is_l2_promotion(m.l2_promotion))
             fail(nullptr, "tensor map '" + m.name + "': the L2 promotion is 0, 64, 128 or 256 bytes, not " +
                               std::to_string(m.l2_promotion));
         if (m.box_rows < 8 || m.box_rows > 256 || m.box_rows % 8)
