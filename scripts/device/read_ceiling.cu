@@ -6,7 +6,9 @@
 // cp.async rings with 1 or 4 warps per block, and Hopper's 1D bulk copies (cp.async.bulk, one
 // instruction per tile) into an mbarrier ring. Prints TB/s (median of 15, L2 flushed before each run)
 // per variant, so decode's partial kernel can be read against what streaming alone reaches. Inputs
-// are random fp16 (RC_CONSTANT=1: constant bytes); RC_REPS=1 runs each variant once, for ncu. Build on
+// are random fp16 (RC_CONSTANT=1: constant bytes); RC_REPS=1 runs each variant once, for ncu; RC_EVICT=1
+// compares evict-first copies with plain ones after a dirty and a clean L2 flush; RC_CLEAN=1 flushes
+// by reading (L2 left clean) instead of writing (L2 left dirty, the benchmark's way). Build on
 // the H200 machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
@@ -32,11 +34,21 @@ __global__ void plain_loads(const uint4* __restrict__ data, size_t n, unsigned* 
   if (x == 0x12345678u) sink[0] = x;  // keeps the loads; never true for random data
 }
 
-// HINT: 0 none, 1 the L2::128B prefetch-size hint, 2 L2::256B (the sector fetch the L2 may widen).
+// An L2 policy that marks the lines a load brings in as the first to evict (read-once streams).
+__device__ inline uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
+// HINT: 0 none, 1 the L2::128B prefetch-size hint, 2 L2::256B (the sector fetch the L2 may widen),
+// 3 an evict-first cache policy.
 template <int HINT = 0>
-__device__ inline void cp_async16(void* smem, const void* gmem) {
+__device__ inline void cp_async16(void* smem, const void* gmem, uint64_t policy = 0) {
   unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  if (HINT == 2)
+  if (HINT == 3)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy));
+  else if (HINT == 2)
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
   else if (HINT == 1)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
@@ -52,11 +64,12 @@ __global__ void cp_async_ring(const char* __restrict__ k, const char* __restrict
   const size_t base = size_t(blockIdx.y) * kStreamBytes + blockIdx.x * per_chunk;
   const int tiles = int(per_chunk / TILE);
   const int tid = threadIdx.x;
+  const uint64_t policy = HINT == 3 ? evict_first_policy() : 0;
   auto issue = [&](int t) {
     char* s = smem + (t % STAGES) * 2 * TILE;
     for (int o = tid * 16; o < TILE; o += WARPS * 32 * 16) {
-      cp_async16<HINT>(s + o, k + base + size_t(t) * TILE + o);
-      cp_async16<HINT>(s + TILE + o, v + base + size_t(t) * TILE + o);
+      cp_async16<HINT>(s + o, k + base + size_t(t) * TILE + o, policy);
+      cp_async16<HINT>(s + TILE + o, v + base + size_t(t) * TILE + o, policy);
     }
     asm volatile("cp.async.commit_group;\n");
   };
@@ -87,16 +100,23 @@ __device__ inline void mbar_wait(uint64_t* bar, unsigned phase) {
       "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::"r"(b),
       "r"(phase));
 }
-__device__ inline void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+template <bool EVICT_FIRST = false>
+__device__ inline void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar, uint64_t policy = 0) {
   unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(s),
-               "l"(gmem), "r"(bytes), "r"(b)
-               : "memory");
+  if (EVICT_FIRST)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(s),
+        "l"(gmem), "r"(bytes), "r"(b), "l"(policy)
+        : "memory");
+  else
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(s),
+                 "l"(gmem), "r"(bytes), "r"(b)
+                 : "memory");
 }
 
 // As cp_async_ring, but thread 0 moves each stage with two bulk copies (K and V) on an mbarrier.
-template <int WARPS, int STAGES, int TILE>
+template <int WARPS, int STAGES, int TILE, bool EVICT_FIRST = false>
 __global__ void bulk_ring(const char* __restrict__ k, const char* __restrict__ v, int chunks, unsigned* sink) {
   extern __shared__ __align__(128) char smem[];
   __shared__ uint64_t bars[STAGES];
@@ -108,12 +128,13 @@ __global__ void bulk_ring(const char* __restrict__ k, const char* __restrict__ v
     for (int s = 0; s < STAGES; ++s) mbar_init(&bars[s], 1);
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   __syncthreads();
+  const uint64_t policy = EVICT_FIRST ? evict_first_policy() : 0;
   auto issue = [&](int t) {
     if (tid != 0 || t >= tiles) return;
     char* s = smem + (t % STAGES) * 2 * TILE;
     mbar_expect(&bars[t % STAGES], 2 * TILE);
-    bulk_copy(s, k + base + size_t(t) * TILE, TILE, &bars[t % STAGES]);
-    bulk_copy(s + TILE, v + base + size_t(t) * TILE, TILE, &bars[t % STAGES]);
+    bulk_copy<EVICT_FIRST>(s, k + base + size_t(t) * TILE, TILE, &bars[t % STAGES], policy);
+    bulk_copy<EVICT_FIRST>(s + TILE, v + base + size_t(t) * TILE, TILE, &bars[t % STAGES], policy);
   };
   for (int t = 0; t < STAGES - 1; ++t) issue(t);
   unsigned x = 0;
@@ -194,10 +215,23 @@ __global__ void fill_random(unsigned* p, size_t n, unsigned seed) {
   }
 }
 
+// Reads every byte of the flush buffer: L2 is left holding clean lines, which a kernel evicts for free.
+__global__ void read_all(const uint4* __restrict__ data, size_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint4 v = data[i];
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x12345678u) sink[0] = x;
+}
+
 struct Bench {
   char *k, *v, *flush;
   unsigned* sink;
   size_t flush_bytes = size_t(512) << 20;
+  // How L2 is flushed before each run: by writing the buffer (the benchmark's way: L2 is left full of
+  // dirty lines that the timed kernel's misses must write back) or, with clean_flush, by reading it.
+  bool clean_flush = false;
   cudaEvent_t a, b;
   template <class F>
   double tbps(F launch) {
@@ -205,7 +239,10 @@ struct Bench {
     // RC_REPS=1 runs each variant once (for ncu, which replays each launch itself).
     const int reps = std::getenv("RC_REPS") ? std::atoi(std::getenv("RC_REPS")) : 18, warm = reps > 3 ? 3 : 0;
     for (int r = 0; r < reps; ++r) {
-      CHECK(cudaMemsetAsync(flush, r, flush_bytes));
+      if (clean_flush)
+        read_all<<<1024, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16, sink);
+      else
+        CHECK(cudaMemsetAsync(flush, r, flush_bytes));
       CHECK(cudaEventRecord(a));
       launch();
       CHECK(cudaEventRecord(b));
@@ -232,21 +269,26 @@ void schedule(Bench& b, int chunks) {
               SWIZZLE ? ", swizzled" : "", chunks, resident, r);
 }
 
-// KIND: 0-2 cp.async with HINT = KIND (none, L2::128B, L2::256B), 3 bulk copies.
-const char* const kKindNames[] = {"cp.async", "cp.async L2::128B", "cp.async L2::256B", "bulk"};
+// KIND: 0-2 cp.async with HINT = KIND (none, L2::128B, L2::256B), 3 bulk copies; 4 and 5: cp.async and
+// bulk copies with an evict-first L2 policy.
+const char* const kKindNames[] = {"cp.async", "cp.async L2::128B", "cp.async L2::256B", "bulk",
+                                  "cp.async evict-1st", "bulk evict-1st"};
 
 template <int WARPS, int STAGES, int TILE, int KIND>
 void ring(Bench& b, int chunks) {
   int shared = STAGES * 2 * TILE;
   if (shared > 227 * 1024) return;
-  auto kern = KIND == 3 ? bulk_ring<WARPS, STAGES, TILE> : cp_async_ring<WARPS, STAGES, TILE, KIND % 3>;
+  auto kern = KIND == 5   ? bulk_ring<WARPS, STAGES, TILE, true>
+              : KIND == 4 ? cp_async_ring<WARPS, STAGES, TILE, 3>
+              : KIND == 3 ? bulk_ring<WARPS, STAGES, TILE>
+                          : cp_async_ring<WARPS, STAGES, TILE, KIND % 3>;
   CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
   int resident = 0, sms = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, WARPS * 32, shared));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   double r = b.tbps([&] { kern<<<dim3(chunks, kGroups), WARPS * 32, shared>>>(b.k, b.v, chunks, b.sink); });
-  std::printf("%-18s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  waves %.2f  %.2f TB/s\n",
-              kKindNames[KIND], WARPS, STAGES, TILE, chunks, resident, double(chunks) * kGroups / (resident * sms), r);
+  std::printf("%-18s %s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  waves %.2f  %.2f TB/s\n",
+              kKindNames[KIND], b.clean_flush ? "clean L2" : "dirty L2", WARPS, STAGES, TILE, chunks, resident, double(chunks) * kGroups / (resident * sms), r);
 }
 
 // Every kind at one (warps, stages, tile) shape, for 1 to 3 chunks.
@@ -280,6 +322,23 @@ int main() {
   CHECK(cudaEventCreate(&b.b));
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  b.clean_flush = std::getenv("RC_CLEAN") != nullptr;  // RC_CLEAN=1: flush by reading, L2 left clean
+  // RC_EVICT=1: only the eviction-policy matrix: normal and evict-first copies, after a flush that
+  // leaves L2 dirty (writes, the benchmark's way) and one that leaves it clean (reads).
+  if (std::getenv("RC_EVICT")) {
+    for (bool clean : {false, true}) {
+      b.clean_flush = clean;
+      for (int chunks : {2, 3}) {
+        ring<1, 2, 8192, 0>(b, chunks);  // decode's partial kernel's ring (one warp, 32 keys, 2 stages)
+        ring<1, 2, 8192, 4>(b, chunks);
+        ring<1, 2, 8192, 3>(b, chunks);
+        ring<1, 2, 8192, 5>(b, chunks);
+      }
+      ring<4, 2, 32768, 0>(b, 1);  // cuDNN's shape at B = 8: four warps, 128-key tiles, no split
+      ring<4, 2, 32768, 4>(b, 1);
+    }
+    return 0;
+  }
   for (int per_sm : {4, 8, 16}) {
     double r = b.tbps([&] {
       plain_loads<<<sms * per_sm, 256>>>(reinterpret_cast<const uint4*>(b.k), bytes / 16, b.sink);

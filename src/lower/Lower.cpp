@@ -70,9 +70,10 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     // SM count, so split-K chunks fill the machine) a third tile in flight gains 2-7 %; with many
     // groups it costs about 1 % of residency (perf-log.md, session 12).
     o.stages = decode ? 3 : 2;
-    // Decode's chunk loop unrolled (by 2: it loads a tile): the next chunk's loads fly during this
-    // chunk's merge (perf-log.md, session 10).
-    o.unroll_chunks = decode ? 4 : 1;
+    // Decode's combine loops take up to 8 chunks' loads at once (as many as 4-row strips of 128 f32
+    // columns fit in 128 registers): each round trip the combine waits for is in the kernel's tail
+    // (perf-log.md, sessions 10 and 15).
+    o.unroll_chunks = decode ? 8 : 1;
     // Decode on sm_90a: the K/V copies by TMA, one thread issuing one instruction per 64-column box
     // instead of 16 cp.async per lane and tile (166 registers instead of 241), with 128-byte L2
     // promotion: 256 bytes, right for prefill, costs decode's streams 5 % (perf-log.md, session 14).
@@ -112,12 +113,12 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("overlap_dots", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion); });  // the kernels left over
     log("pipeline_loads", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return unroll_chunk_loops(k, opt.unroll_chunks); });  // loops pipeline_loads left
-    log("unroll_chunk_loops", p);
     p = fold_combine(p, opt.fold_combine);  // after each kernel's own passes
     log("fold_combine", p);
     p = lay_out_combine(p, opt.warp_rows_combine);  // the folded combine is a region of the partial kernel
     log("lay_out_combine", p);
+    p = unroll_chunk_loops(p, opt.unroll_chunks);  // the loops pipeline_loads left, in their final layouts
+    log("unroll_chunk_loops", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
     log("plan_shared_memory", p);
     return p;

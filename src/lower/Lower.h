@@ -26,7 +26,7 @@ struct LowerOptions {
     int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
     bool wgmma = false;                       // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
     int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
-    int unroll_chunks = 1;                    // loops over global loads only (split-K combine): unroll factor; 1 off
+    int unroll_chunks = 1;                    // loops over global loads only (split-K combine): chunks in flight; 1 off
     bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
     bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
     bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA

@@ -1,20 +1,30 @@
 #ifndef NEPTUNE_LOWER_UNROLL_CHUNK_LOOPS_H
 #define NEPTUNE_LOWER_UNROLL_CHUNK_LOOPS_H
 /** \file
- * Unrolling of the loops that only read global memory into registers, such as the split-K combine's
- * loops over chunks: each iteration waits for one global-load round trip, and at batch 1 with 30-odd
- * chunks and a handful of combine blocks those trips are most of the decode time. Unrolled, the
- * iterations' independent loads are issued together. */
+ * The split-K combine's loops over chunks, with several chunks' loads in flight. Each iteration of
+ * such a loop waits for one global-load round trip, and the combine runs at the end of the decode
+ * kernel, after every chunk's stream: its round trips are the kernel's tail (a third of the gap to
+ * cuDNN at decode_gqa 8,8192, perf-log.md session 15). A plain `#pragma unroll U` over a trip count
+ * known only at run time leaves a remainder loop that takes the chunks U at a time no more (5 chunks
+ * unrolled by 2: three round trips), so the loop is padded to a multiple of U instead: iterations past
+ * the last chunk load nothing (their slices have no valid rows) and keep the carried state (a select,
+ * not a branch, so the unrolled body is one straight line whose U iterations' loads all issue before
+ * the first merge waits). */
 #include "tir/IR.h"
 
 namespace neptune::internal {
 
-/** Afterwards: every top-level CarriedLoop whose body loads from global memory (TileLoad into
- * registers, RowLoad) and holds no shared tile, nested loop, condition, barrier or dot has
- * unroll = `factor`, or 2 at most where it loads a tile (one more register tile per unrolled
- * iteration); the emitter writes `#pragma unroll N`. factor <= 1: the kernel unchanged.
- * Requires: pipeline_loads (its loops over shared tiles are left alone). */
-tir::Kernel unroll_chunk_loops(const tir::Kernel &k, int factor);
+/** Afterwards: every CarriedLoop, at any depth, whose body loads from global memory into registers
+ * (TileLoad, RowLoad) and holds no shared tile, nested loop, condition, barrier or dot has unroll = U,
+ * with U = `factor`, fewer where the register tiles one iteration loads take more than 128 registers
+ * per lane over U iterations (a 16-row mma fragment of 128 f32 columns in a one-warp kernel: 64, so
+ * U = 2; a 4-row warp-rows strip: 16, so U = 8). Where the body is loads followed by maps and U > 1,
+ * the loop runs to begin + ceil((end - begin) / U) * U; past `end` its loads have no valid rows and
+ * each map that writes a carried value writes select(var < end, its value, the old one). Other bodies
+ * get `#pragma unroll U` alone. factor <= 1: unchanged.
+ * Requires: pipeline_loads (its loops over shared tiles are left alone) and lay_out_combine (the
+ * budget counts the combine's final layouts). */
+tir::Program unroll_chunk_loops(const tir::Program &p, int factor);
 
 }  // namespace neptune::internal
 

@@ -91,7 +91,8 @@ void run(const OperatorSpec &op, const Case &c) {
 TEST_CASE("interpret: every attention operator's tile program matches the fp64 reference") {
     const std::vector<Case> cases = {{1, 1}, {2, 70, 64, 64}, {1, 45, 96, 64, 0, 0, 16, 2}, {1, 33, 64, 64, 40, 5},
                                      {1, 300, 128, 128, 0, 0, 64, 4},
-                                     {3, 100, 64, 64, 0, 0, 32, 1}};  // decode's one chunk: no arrival, the output directly
+                                     {3, 100, 64, 64, 0, 0, 32, 1},   // decode's one chunk: no arrival, the output directly
+                                     {1, 700, 64, 64, 0, 0, 32, 11}};  // 11 chunks: the combine's loop padded to 16
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) {

@@ -101,7 +101,7 @@ TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm
         }
 }
 
-TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks only, and the CUDA compiles") {
+TEST_CASE("lower: unroll_chunk_loops puts several chunks' loads in flight in the combine only, and the CUDA compiles") {
     internal::LoweringChoices c;
     c.arch = GpuArch::Sm90a;
     c.unroll_chunks = 4;
@@ -109,26 +109,52 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     const tir::Program p = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
     tir::verify(p);
     REQUIRE(p.kernels.size() == 2u);
-    // The partial kernel's KV loop reads shared tiles (cp.async): left alone. The combine's one loop
-    // over the chunks loads acc's tile as well as row vectors: unrolled x2 at most.
-    // (lay_out_combine then wraps the combine in a loop over strips of rows, which it leaves at 1.)
+    // The partial kernel's KV loop reads shared tiles: left alone. The combine (in strips of 4 warp rows
+    // by lay_out_combine, whose strip loop holds a loop) loads a 16-register strip of acc per chunk: the
+    // factor, 4, fits the 128-register budget.
     std::vector<int> partial, combine;
     for (const tir::Stmt &s : p.kernels[0].body)
         if (s->kind == tir::NodeKind::CarriedLoop) partial.push_back(s->unroll);
+    const tir::Node *chunk_loop = nullptr;
     const std::function<void(const tir::Block &)> chunk_loops = [&](const tir::Block &b) {
         for (const tir::Stmt &s : b) {
-            if (s->kind == tir::NodeKind::CarriedLoop) combine.push_back(s->var == "p" ? s->unroll : -s->unroll);
+            if (s->kind == tir::NodeKind::CarriedLoop) {
+                combine.push_back(s->var == "p" ? s->unroll : -s->unroll);
+                if (s->var == "p") chunk_loop = s.get();
+            }
             chunk_loops(s->body);
         }
     };
     chunk_loops(p.kernels[1].body);
     INFO(tir::to_string(p));
     CHECK(partial == std::vector<int>{1});
-    CHECK(combine == std::vector<int>{-1, 2});
+    CHECK(combine == std::vector<int>{-1, 4});
+    // Padded to a multiple of 4 chunks: the loads lead, masked past the last chunk; the maps that write
+    // carried state keep it there (a select), the others are as they were.
+    REQUIRE(chunk_loop);
+    const Halide::Expr chunks = Halide::Internal::Variable::make(Halide::Int(32), "chunks");
+    CHECK(Halide::Internal::can_prove(chunk_loop->end == (chunks + 3) / 4 * 4));
+    int loads = 0, guarded = 0;
+    bool merging = false;
+    for (const tir::Stmt &s : chunk_loop->body) {
+        if (s->kind == tir::NodeKind::TileLoad || s->kind == tir::NodeKind::RowLoad) {
+            CHECK(!merging);  // loads first
+            loads++;
+            CHECK(s->valid_rows.as<Halide::Internal::Select>() != nullptr);
+        } else {
+            const bool carried = std::count(chunk_loop->carried.begin(), chunk_loop->carried.end(), s->dst) > 0;
+            const auto *sel = s->value.as<Halide::Internal::Select>();
+            CHECK(carried == (sel != nullptr && Halide::Internal::expr_uses_var(sel->condition, "p")));
+            guarded += carried;
+            merging = true;
+        }
+    }
+    CHECK(loads == 3);
+    CHECK(guarded == 3);
     const std::string src = internal::emit_cuda(p);
-    CHECK(src.find("#pragma unroll 2\n") != std::string::npos);
+    CHECK(src.find("#pragma unroll 4\n") != std::string::npos);
     CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_unrolled.cu"));
-    // A factor of 1 leaves every loop as it was; the default (4) unrolls the chunk loop as far as it may.
+    // A factor of 1 leaves every loop as it was; the default (8) is what the 128-register budget allows.
     c.unroll_chunks = 1;
     const tir::Program off = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
     for (const tir::Kernel &k : off.kernels)
@@ -138,29 +164,42 @@ TEST_CASE("lower: unroll_chunk_loops unrolls the combine's loops over chunks onl
     const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
     combine.clear();
     chunk_loops(d.kernels.at(1).body);
-    CHECK(combine == std::vector<int>{-1, 2});
+    CHECK(combine == std::vector<int>{-1, 8});
 }
 
-TEST_CASE("lower: unroll_chunk_loops takes the factor over row loads, 2 over register tiles, none over shared tiles") {
-    const auto f32 = [](int cols, tir::Layout l) {
-        return tir::TileType{DType::F32, 16, cols, tir::Scope::Register, l};
+TEST_CASE("lower: unroll_chunk_loops keeps U iterations' register tiles within 128 registers, leaves shared tiles alone") {
+    const auto f32 = [](int rows, int cols, tir::Layout l) {
+        return tir::TileType{DType::F32, rows, cols, tir::Scope::Register, l};
     };
     const Halide::Expr p = Halide::Internal::Variable::make(Halide::Int(32), "p");
     tir::Kernel k;
     k.name = "loops";
     k.warps = 1;
     k.tensors = {{"w", DType::F32, false}, {"x", DType::F16, false}};
-    k.values = {{"r", f32(1, tir::Layout::RowVector)}, {"t", f32(64, tir::Layout::MmaAccumulator)},
+    k.values = {{"r", f32(16, 1, tir::Layout::RowVector)},
+                {"t", f32(16, 128, tir::Layout::MmaAccumulator)},
+                {"u", f32(4, 128, tir::Layout::WarpRows)},
                 {"x_s", {DType::F16, 16, 64, tir::Scope::Shared, tir::Layout::SharedRowMajor}}};
-    k.body = {tir::make_loop("p", 0, 8, {}, {tir::make_row_load("r", "w", p * 16, 1, 16, 0.0f)}),
-              tir::make_loop("p", 0, 8, {}, {tir::make_load("t", "w", p * 1024, 64, 16, 64)}),
-              tir::make_loop("p", 0, 8, {}, {tir::make_load("x_s", "x", p * 1024, 64, 16, 64)})};
+    k.body = {tir::make_loop("p", 0, 5, {}, {tir::make_row_load("r", "w", p * 16, 1, 16, 0.0f)}),
+              tir::make_loop("p", 0, 5, {}, {tir::make_load("t", "w", p * 2048, 128, 16, 128)}),
+              tir::make_loop("p", 0, 5, {}, {tir::make_load("u", "w", p * 512, 128, 4, 128)}),
+              tir::make_loop("p", 0, 5, {}, {tir::make_load("x_s", "x", p * 1024, 64, 16, 64)})};
     tir::verify(k);
-    const tir::Kernel u = internal::unroll_chunk_loops(k, 4);
-    CHECK(u.body[0]->unroll == 4);
-    CHECK(u.body[1]->unroll == 2);
-    CHECK(u.body[2]->unroll == 1);
-    CHECK(internal::unroll_chunk_loops(k, 1).body[0]->unroll == 1);
+    tir::Program prog;
+    prog.kernels = {k};
+    const tir::Kernel u = internal::unroll_chunk_loops(prog, 8).kernels.at(0);
+    tir::verify(u);
+    CHECK(u.body[0]->unroll == 8);  // row vectors: the factor
+    CHECK(u.body[1]->unroll == 2);  // 64 registers of fragments per iteration
+    CHECK(u.body[2]->unroll == 8);  // 16 registers of warp rows per iteration
+    CHECK(u.body[3]->unroll == 1);  // shared tiles: the pipelined loops' business
+    // Padded: 5 iterations become 8 (and 6 for U = 2); the loads past the fifth have no valid rows.
+    CHECK(Halide::Internal::can_prove(u.body[0]->end == 8));
+    CHECK(Halide::Internal::can_prove(u.body[1]->end == 6));
+    CHECK(Halide::Internal::can_prove(u.body[3]->end == 5));
+    CHECK(Halide::Internal::can_prove(Halide::Internal::substitute("p", 5, u.body[2]->body[0]->valid_rows) == 0));
+    CHECK(Halide::Internal::can_prove(Halide::Internal::substitute("p", 4, u.body[2]->body[0]->valid_rows) == 4));
+    CHECK(internal::unroll_chunk_loops(prog, 1).kernels.at(0).body[0]->unroll == 1);
 }
 
 TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each (batch, KV head) group") {
@@ -397,8 +436,9 @@ TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers a
         for (const std::string &v : combine) CHECK(k.values.at(v).rows == 4);
         const std::string listing = tir::to_string(p);
         CHECK(listing.find("for strip in [0, (min(r_valid, 16) + 3) / 4) {") != std::string::npos);
-        CHECK(listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid r_valid - strip * 4 x 128]") !=
-              std::string::npos);
+        // (unroll_chunk_loops pads the chunk loop: past the last chunk, a load has no rows)
+        CHECK(listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks * 1, "
+                           "r_valid - strip * 4, 0) x 128]") != std::string::npos);
         CHECK(listing.find(std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
                            ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) !=
               std::string::npos);
