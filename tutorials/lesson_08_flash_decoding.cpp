@@ -167,18 +167,18 @@ int main() {
         //         row_max = fill(-inf)
         //         acc = fill(0)
         //         row_sum = fill(0)
-        //         for p in [0, chunks * 1) carrying row_max, acc, row_sum unrolled x2 {
-        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid r_valid - strip * 4] else -inf
-        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid r_valid - strip * 4 x 64]
-        //           row_sum_p = row_load ws_row_sum[base: strip * 4 + n_rows * p + r0, stride 1, valid r_valid - strip * 4] else 0
+        //         for p in [0, (chunks + 3) / 4 * 4) carrying row_max, acc, row_sum unrolled x4 {
+        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid select(p < chunks * 1, r_valid - strip * 4, 0)] else -inf
+        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid select(p < chunks * 1, r_valid - strip * 4, 0) x 64]
+        //           row_sum_p = row_load ws_row_sum[base: strip * 4 + n_rows * p + r0, stride 1, valid select(...)] else 0
         //           row_max_new = row_map(max(row_max, row_max_p))
         //           acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
         //           acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
-        //           acc = map(acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale))
+        //           acc = map(select(p < chunks * 1, acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale), acc))
         //           row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
         //                                 + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
-        //           row_max = row_map(row_max_new)
-        //           row_sum = row_map(row_sum_new)
+        //           row_max = row_map(select(p < chunks * 1, row_max_new, row_max))
+        //           row_sum = row_map(select(p < chunks * 1, row_sum_new, row_sum))
         //         }
         //         o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
         //         store out[base: (strip * 4 + r0) * 64, stride 64, valid r_valid - strip * 4 x 64] = o_out
@@ -187,7 +187,8 @@ int main() {
         // n_rows - r0 of them are real), so one kernel serves every KV group. The repair is lesson 7's
         // h, applied twice per chunk; a partial that is 0 (an empty chunk) is added as 0, never
         // multiplied by a factor that could be infinite. The chunks' loads are independent of the
-        // running state, so unrolled by two the next chunk's loads are in flight during this one's merge.
+        // running state, so four chunks' loads are in flight at once: unroll_chunk_loops pads the loop
+        // to a multiple of 4, and past the last chunk the loads read no rows and the state is kept.
         // The rows are independent too, so lay_out_combine merges them 4 at a time ("strip"), in
         // warp-rows registers (the listing's values section says warp-rows): a row of a chunk is one
         // 16-byte load per lane, and rows past r_valid are never loaded. In the partial kernel's mma

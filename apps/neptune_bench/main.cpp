@@ -282,7 +282,7 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
         ->check(CLI::Range(0, 8));
     sub->add_option("--unroll-chunks", o.unroll_chunks,
                     "decode: chunks whose loads the combine's loops issue together (fewer where their tiles "
-                    "exceed 128 registers per lane; the loop is padded to a multiple); 0 = 8, 1 = off")
+                    "exceed 128 registers per lane; the loop is padded to a multiple); 0 = 4, 1 = off")
         ->capture_default_str()
         ->check(CLI::Range(0, 16));
     sub->add_option("--fold-combine", o.fold_combine,

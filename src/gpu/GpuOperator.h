@@ -20,7 +20,7 @@ struct GpuOptions {
     int wgmma = -1;     // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide
     int overlap = -1;   // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1: 2
     int stages = 0;     // K/V copies in flight (cp.async stages or TMA ring buffers); 0: the default
-    int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (fewer where their tiles exceed 128 registers); 0: 8, 1: off
+    int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (fewer where their tiles exceed 128 registers); 0: 4, 1: off
     int fold_combine = -1;  // decode: 1 the last block of each group combines, 0 a separate combine kernel; -1: 1
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers (float4 rows), 0 in mma fragments; -1: 1
     int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp

@@ -70,10 +70,10 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     // SM count, so split-K chunks fill the machine) a third tile in flight gains 2-7 %; with many
     // groups it costs about 1 % of residency (perf-log.md, session 12).
     o.stages = decode ? 3 : 2;
-    // Decode's combine loops take up to 8 chunks' loads at once (as many as 4-row strips of 128 f32
-    // columns fit in 128 registers): each round trip the combine waits for is in the kernel's tail
-    // (perf-log.md, sessions 10 and 15).
-    o.unroll_chunks = decode ? 8 : 1;
+    // Decode's combine loops take 4 chunks' loads at once, the loop padded to a multiple of 4: each
+    // round trip the combine waits for is in the kernel's tail. 8 (what 128 registers allow over 4-row
+    // strips) measured no better, 4 than 2 up to 5 % better at batch 1 (perf-log.md, sessions 10, 15).
+    o.unroll_chunks = decode ? 4 : 1;
     // Decode on sm_90a: the K/V copies by TMA, one thread issuing one instruction per 64-column box
     // instead of 16 cp.async per lane and tile (166 registers instead of 241), with 128-byte L2
     // promotion: 256 bytes, right for prefill, costs decode's streams 5 % (perf-log.md, session 14).

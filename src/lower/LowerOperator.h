@@ -25,7 +25,7 @@ struct LoweringChoices {
     int wgmma = -1;       // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;     // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns
     int stages = 0;       // pipelined copies of K and V in flight (cp.async or TMA ring)
-    int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (unroll_chunk_loops); 0 the default (8), 1 off
+    int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (unroll_chunk_loops); 0 the default (4), 1 off
     int fold_combine = -1;  // decode: 1 the last block of each group combines (one kernel), 0 a combine kernel; -1: 1
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers, 0 in mma fragments; -1: 1
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp

@@ -154,17 +154,19 @@ TEST_CASE("lower: unroll_chunk_loops puts several chunks' loads in flight in the
     const std::string src = internal::emit_cuda(p);
     CHECK(src.find("#pragma unroll 4\n") != std::string::npos);
     CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_unrolled.cu"));
-    // A factor of 1 leaves every loop as it was; the default (8) is what the 128-register budget allows.
+    // A factor of 1 leaves every loop as it was; 8 is what the 128-register budget allows, the default 4.
     c.unroll_chunks = 1;
     const tir::Program off = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
     for (const tir::Kernel &k : off.kernels)
         for (const tir::Stmt &s : k.body)
             if (s->kind == tir::NodeKind::CarriedLoop) CHECK(s->unroll == 1);
-    c.unroll_chunks = 0;
-    const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
-    combine.clear();
-    chunk_loops(d.kernels.at(1).body);
-    CHECK(combine == std::vector<int>{-1, 8});
+    for (const int factor : {8, 16, 0}) {
+        c.unroll_chunks = factor;
+        const tir::Program d = internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 1000), c).program;
+        combine.clear();
+        chunk_loops(d.kernels.at(1).body);
+        CHECK(combine == std::vector<int>{-1, factor ? 8 : 4});
+    }
 }
 
 TEST_CASE("lower: unroll_chunk_loops keeps U iterations' register tiles within 128 registers, leaves shared tiles alone") {

@@ -72,19 +72,24 @@ NEPTUNE_DEVICE_INLINE void store_rows(float *g, const row_vec<MT> &r, int row0, 
 }
 
 /** Counts this block's arrival in *counter; true in every thread of the block that arrives
- * `arrivals`-th, which also resets the counter to 0 for the next launch. Every thread's earlier global
- * writes are fenced before the count, and the last block fences again before it reads what the
- * others wrote (with ld.global.cg: L2, never a stale L1 line). Call once per block, from every thread. */
+ * `arrivals`-th, which also resets the counter to 0 for the next launch. Call once per block, from
+ * every thread. The memory model's release/acquire pattern, as a semaphore between blocks: the block
+ * barrier orders every thread's earlier global writes before thread 0's acq_rel atomic (a barrier is
+ * cumulative), which publishes them; the last block's thread 0 acquires the others' writes through the
+ * same atomic and its barrier passes them on to the block. No fence.sc: the block that arrives last
+ * is the split-K kernel's tail, and each fence there is a global round trip the kernel waits for. */
 NEPTUNE_DEVICE_INLINE bool last_arrival(unsigned *counter, unsigned arrivals) {
     __shared__ unsigned last;
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(counter, 1u) + 1u == arrivals;
-        if (last) atomicExch(counter, 0u);
+        unsigned before;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+        last = before + 1u == arrivals;
+        // No block of this launch touches the counter after the last arrival; the next launch is ordered
+        // after this one by the stream.
+        if (last) asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(counter) : "memory");
     }
     __syncthreads();
-    if (last) __threadfence();
     return last;
 }
 
