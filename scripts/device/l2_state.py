@@ -30,7 +30,7 @@ def main():
     shapes = [tuple(int(x) for x in s.split(",")) for s in (a.shape or ["8,32,32,8192", "8,64,8,8192"])]
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    sink = torch.empty(1, dtype=torch.int64, device="cuda")
+    sink = torch.empty((), dtype=torch.int64, device="cuda")
 
     def dirty():
         flush.zero_()
@@ -51,9 +51,7 @@ def main():
             for _ in range(5):
                 call()
             modes = [m for m in (("dirty", dirty), ("clean", clean)) if a.mode in ("both", m[0])]
-            ms = {m: [float("nan")] for m in ("dirty", "clean")}
-            for m, _ in modes:
-                ms[m] = []
+            events = []
             for r in range(a.repeat):
                 for mode, f in modes if r % 2 == 0 else modes[::-1]:
                     f()
@@ -61,9 +59,13 @@ def main():
                     s.record()
                     call()
                     e.record()
-                    torch.cuda.synchronize()
-                    ms[mode].append(s.elapsed_time(e))
-            med = {m: statistics.median(t) for m, t in ms.items()}
+                    events.append((mode, s, e))
+            # One synchronisation at the end, as baselines.py does: a wait per call would leave the GPU
+            # idle between the start event and the call while the CPU dispatches it.
+            torch.cuda.synchronize()
+            med = {m: float("nan") for m in ("dirty", "clean")}
+            for m, _ in modes:
+                med[m] = statistics.median(s.elapsed_time(e) for mode, s, e in events if mode == m)
             print(f"sdpa_{name:5s} B={B} Hq={hq} Hkv={hkv} S={S}: L2 dirty {med['dirty'] * 1e3:7.1f} us "
                   f"({kv_bytes / med['dirty'] / 1e9:.2f} TB/s), clean {med['clean'] * 1e3:7.1f} us "
                   f"({kv_bytes / med['clean'] / 1e9:.2f} TB/s)")

@@ -83,22 +83,13 @@ Stmt padded(const Stmt &loop, int u) {
 Block unrolled(const Kernel &k, const Block &b, int factor) {
     Block out;
     for (const Stmt &s : b) {
-        if (s->kind == NodeKind::CarriedLoop) {
-            const int u = factor_of(k, *s, factor);
-            if (u > 1) {
-                out.push_back(padded(s, u));
-                continue;
-            }
-            if (u == 1) {
-                out.push_back(s);
-                continue;
-            }
-        }
-        if (s->body.empty()) {
+        const int u = s->kind == NodeKind::CarriedLoop ? factor_of(k, *s, factor) : 0;
+        if (u > 1)
+            out.push_back(padded(s, u));
+        else if (u == 1 || s->body.empty())  // a loop over loads holds no loop to look into
             out.push_back(s);
-            continue;
-        }
-        out.push_back(with(s, [&](Node &n) { n.body = unrolled(k, n.body, factor); }));
+        else
+            out.push_back(with(s, [&](Node &n) { n.body = unrolled(k, n.body, factor); }));
     }
     return out;
 }

@@ -2,14 +2,13 @@
 #define NEPTUNE_LOWER_UNROLL_CHUNK_LOOPS_H
 /** \file
  * The split-K combine's loops over chunks, with several chunks' loads in flight. Each iteration of
- * such a loop waits for one global-load round trip, and the combine runs at the end of the decode
- * kernel, after every chunk's stream: its round trips are the kernel's tail (a third of the gap to
- * cuDNN at decode_gqa 8,8192, perf-log.md session 15). A plain `#pragma unroll U` over a trip count
- * known only at run time leaves a remainder loop that takes the chunks U at a time no more (5 chunks
- * unrolled by 2: three round trips), so the loop is padded to a multiple of U instead: iterations past
- * the last chunk load nothing (their slices have no valid rows) and keep the carried state (a select,
- * not a branch, so the unrolled body is one straight line whose U iterations' loads all issue before
- * the first merge waits). */
+ * such a loop waits for one global-load round trip; at batch 1, with 9 to 16 chunks per group, those
+ * trips are a visible part of the decode time (perf-log.md, sessions 10 and 15). A plain
+ * `#pragma unroll U` over a trip count known only at run time leaves a remainder loop that takes the
+ * chunks one at a time (5 chunks unrolled by 2: three round trips), so the loop is padded to a
+ * multiple of U instead: iterations past the last chunk load nothing (their slices have no valid rows)
+ * and keep the carried state with a select rather than a branch, so the unrolled body is one straight
+ * line the compiler can issue the loads of ahead of the merges. */
 #include "tir/IR.h"
 
 namespace neptune::internal {
