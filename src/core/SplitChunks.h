@@ -15,7 +15,10 @@ namespace neptune::internal {
  *  - fewer than 2 blocks per SM: enough chunks for about two blocks per SM, but at most about
  *    sqrt(tiles): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
  *    costs per tile and per chunk measured about equal; and never more than one wave of `resident` x
- *    `sms` blocks (key-split blocks of several warps fit fewer per SM);
+ *    `sms` blocks (key-split blocks of several warps fit fewer per SM); then up to a quarter fewer
+ *    where the busiest SM gets fewer tiles: decode_gqa 8,8192's 64 groups in 5 chunks put 3 blocks
+ *    on 56 SMs and 2 on the rest, and ran 2 % slower than in 4 chunks, 2 blocks on every SM but 8
+ *    (perf-log.md, session 16);
  *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
 int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);

@@ -76,6 +76,19 @@ void dump(const std::string &name, const std::string &source, const std::string 
     }
 }
 
+/** With NEPTUNE_CUDA_OVERRIDE=<dir>: the source of <dir>/<stem>.cu, where there is one, in place of the
+ * emitted source (an edited NEPTUNE_DUMP_CUDA dump, for trying a change by hand before the compiler
+ * makes it). Announced on stderr, since the kernel then is not what Neptune emitted. */
+std::string overridden(const std::string &name, const std::string &source) {
+    const char *dir = std::getenv("NEPTUNE_CUDA_OVERRIDE");
+    if (!dir || !*dir) return source;
+    const fs::path path = fs::path(dir) / (file_stem(name) + ".cu");
+    if (!fs::exists(path)) return source;
+    std::fprintf(stderr, "neptune: NEPTUNE_CUDA_OVERRIDE: compiling %s in place of the emitted '%s'\n",
+                 path.c_str(), name.c_str());
+    return read_file(path);
+}
+
 void nvrtc_check(nvrtcResult r, const char *call, const std::string &program) {
     if (r != NVRTC_SUCCESS)
         throw CompileFailure(std::string(call) + " failed for '" + program + "': " + nvrtcGetErrorString(r));
@@ -196,7 +209,8 @@ std::string cache_key(const NvrtcOptions &o, const std::string &source) {
 
 }  // namespace
 
-CompiledModule nvrtc_compile(const std::string &source, const std::string &program_name, const NvrtcOptions &options) {
+CompiledModule nvrtc_compile(const std::string &emitted, const std::string &program_name, const NvrtcOptions &options) {
+    const std::string source = overridden(program_name, emitted);
     const std::string digits = arch_digits(options.arch, "nvrtc_compile");
     const std::string arch = (options.cubin ? "sm_" : "compute_") + digits;
     std::vector<std::string> args = {"-std=c++17", "--gpu-architecture=" + arch, "-default-device", "-lineinfo"};

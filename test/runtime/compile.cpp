@@ -128,6 +128,22 @@ TEST_CASE("nvrtc_compile: NEPTUNE_DUMP_CUDA leaves the source, the PTX and the l
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("nvrtc_compile: NEPTUNE_CUDA_OVERRIDE compiles <dir>/<stem>.cu in place of the emitted source") {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "neptune_test_override_cuda";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const std::string edited = "extern \"C\" __global__ void edited_by_hand(float *p) { p[threadIdx.x] = 2.0f; }\n";
+    std::ofstream(dir / "over_vector_add.cu") << edited;
+    setenv("NEPTUNE_CUDA_OVERRIDE", dir.c_str(), 1);
+    const CompiledModule replaced = nvrtc_compile(vector_add, "over/vector_add", options_for("compute_80", false));
+    const CompiledModule kept = nvrtc_compile(vector_add, "not_in_dir", options_for("compute_80", false));
+    unsetenv("NEPTUNE_CUDA_OVERRIDE");
+    CHECK(replaced.ptx.find("edited_by_hand") != std::string::npos);
+    CHECK(replaced.ptx.find(".entry vector_add") == std::string::npos);
+    CHECK(kept.ptx.find(".entry vector_add") != std::string::npos);  // no file for this stem: the emitted source
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("nvcc_compile: a cubin and ptxas's report, which parse_ptxas_report reads") {
     const std::string source = vector_add + R"(
 __global__ void reverse_tile(float *p) {

@@ -169,7 +169,7 @@ TEST_CASE("extern launcher: the descriptor round-trips, and its id leads the tex
 }
 
 TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {
-    CHECK(internal::decode_stages(8 * 8, 132) == 3);    // decode_gqa 8,8192: 5 chunks per group
+    CHECK(internal::decode_stages(8 * 8, 132) == 3);    // decode_gqa 8,8192: 4 chunks per group
     CHECK(internal::decode_stages(32, 132) == 3);       // decode_causal 1,8192
     CHECK(internal::decode_stages(131, 132) == 3);
     CHECK(internal::decode_stages(132, 132) == 2);
@@ -178,10 +178,14 @@ TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every 
 }
 
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
-    // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)).
-    CHECK(internal::split_k_chunks(8 * 8, 256, 132, 6) == 5);   // decode_gqa 8,8192
-    CHECK(internal::split_k_chunks(8, 256, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256)
-    CHECK(internal::split_k_chunks(32, 256, 132, 6) == 9);      // decode_causal 1,8192
+    // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)), then up to a quarter
+    // fewer where the busiest SM's tiles, ceil(c * blocks / 132) * ceil(tiles / c), drop.
+    CHECK(internal::split_k_chunks(8 * 8, 256, 132, 6) == 4);   // decode_gqa 8,8192: 5 -> 3 x 52 tiles, 4 -> 2 x 64
+    CHECK(internal::split_k_chunks(8, 256, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256); 12..15 give more tiles
+    CHECK(internal::split_k_chunks(32, 256, 132, 6) == 8);      // decode_causal 1,8192: 9 -> 3 x 29, 8 -> 2 x 32, 7 -> 2 x 37
+    CHECK(internal::split_k_chunks(32, 256, 132, 4) == 8);      // decode_gqa 4,8192 (3 stages: 4 per SM)
+    CHECK(internal::split_k_chunks(16, 256, 132, 4) == 16);     // decode_gqa 2,8192: 12 -> 2 x 22, 16 -> 2 x 16
+    CHECK(internal::split_k_chunks(128, 256, 132, 4) == 3);     // decode_causal 4,8192: only 3 -> 3 x 86 to try
     CHECK(internal::split_k_chunks(256, 256, 132, 6) == 2);     // decode_causal 8,8192
     CHECK(internal::split_k_chunks(140, 256, 132, 6) == 2);
     CHECK(internal::split_k_chunks(1, 3, 132, 6) == 2);         // ceil(sqrt(3)); never more chunks than tiles
@@ -190,7 +194,7 @@ TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most
     CHECK(internal::split_k_chunks(1, 1000000, 132, 6) == 64);  // at most 64
     // ... and one wave at most: 4-warp key-split blocks, 3 per SM (396 slots).
     CHECK(internal::split_k_chunks(256, 128, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
-    CHECK(internal::split_k_chunks(64, 128, 132, 3) == 5);      // decode_gqa 8,8192: 320 of 396
+    CHECK(internal::split_k_chunks(64, 128, 132, 3) == 4);      // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
     CHECK(internal::split_k_chunks(200, 128, 132, 1) == 1);
     // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
     CHECK(internal::split_k_chunks(512, 256, 132, 6) == 1);   // decode_causal 16,8192: one wave
