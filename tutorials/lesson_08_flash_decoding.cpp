@@ -114,7 +114,10 @@ int main() {
     // tiles of 32 keys number ceil(5000 / 32) = 157. split_k_chunks asks for about two blocks
     // per SM, so that every SM streams keys, but for no more than about sqrt(tiles) chunks: a block
     // streams tiles / c tiles and the combine then walks c chunks one after another, and on the H200
-    // a tile and a chunk cost about the same (docs/perf-log.md). The count is a kernel parameter, so
+    // a tile and a chunk cost about the same (docs/perf-log.md). Then it takes up to a quarter fewer
+    // where that gives the busiest SM fewer tiles: a one-wave kernel lasts as long as its busiest SM,
+    // so 5 chunks of 64 groups (3 blocks on some SMs, 2 on others) lose to 4 (2 on almost every SM).
+    // Here every block has an SM to itself, and 13 stays. The count is a kernel parameter, so
     // the program is the same for any count; only its shared memory matters here, which decides how
     // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
