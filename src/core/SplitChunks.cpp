@@ -7,13 +7,19 @@ namespace neptune::internal {
 
 int decode_stages(int64_t blocks, int sms) { return blocks >= int64_t(sms) ? 2 : 3; }
 
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident) {
+int decode_block_n(int64_t blocks, int sms, int head_dim) {
+    return blocks * 16 <= int64_t(sms) && head_dim <= 128 ? 64 : 32;
+}
+
+int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident, int tile_keys) {
     blocks = std::max<int64_t>(blocks, 1);
     const int64_t most = std::max<int64_t>(1, std::min<int64_t>(tiles, 64));
     const int64_t slots = int64_t(std::max(resident, 1)) * sms;
     if (blocks < 2 * int64_t(sms)) {
         const int64_t fill = (2 * int64_t(sms) + blocks - 1) / blocks;
-        const int64_t root = int64_t(std::ceil(std::sqrt(double(std::max<int64_t>(tiles, 1)))));
+        // The cap counts 32-key tiles: what a chunk costs per key, not per tile, was calibrated.
+        const double keys32 = double(std::max<int64_t>(tiles, 1)) * std::max(tile_keys, 1) / 32.0;
+        const int64_t root = int64_t(std::ceil(std::sqrt(keys32)));
         // Never past one wave: blocks of several warps may fit fewer than two per SM.
         const int64_t wave = std::max<int64_t>(1, slots / blocks);
         const int64_t c0 = std::max<int64_t>(1, std::min({fill, root, most, wave}));

@@ -13,7 +13,7 @@ namespace neptune::internal {
 /** Chunks for `blocks` (batch x KV heads) partial blocks over `tiles` KV tiles on `sms` SMs, each
  * holding `resident` partial blocks at once (shared memory decides it):
  *  - fewer than 2 blocks per SM: enough chunks for about two blocks per SM, but at most about
- *    sqrt(tiles): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
+ *    sqrt(tiles) counted in 32-key tiles (`tile_keys` keys per tile): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
  *    costs per tile and per chunk measured about equal; and never more than one wave of `resident` x
  *    `sms` blocks (key-split blocks of several warps fit fewer per SM); then up to a quarter fewer
  *    where the busiest SM gets fewer tiles: decode_gqa 8,8192's 64 groups in 5 chunks put 3 blocks
@@ -21,7 +21,15 @@ namespace neptune::internal {
  *    (perf-log.md, session 16);
  *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident);
+int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident, int tile_keys = 32);
+
+/** Keys per tile of decode's one-warp partial kernel for `blocks` (batch x KV heads) groups on `sms`
+ * SMs at head dimension `head_dim`: 64 where the split-K chunks leave at most one block per SM (16
+ * chunks per group or more: a warp's latency along its chunk bounds the rate, and a 64-key tile
+ * halves the steps per key: waits, barrier, row reductions, rescales), else 32 (smaller buffers, more
+ * blocks per SM). Head dims above 128 keep 32: their 64-key kernel spills. decode_gqa 1,8192 27.0 ->
+ * 25.0 us on the H200; no gain at 2 groups per SM or more (perf-log.md, session 16). */
+int decode_block_n(int64_t blocks, int sms, int head_dim);
 
 /** The pipeline depth of decode's one-warp partial kernel for `blocks` (batch x KV heads) groups on
  * `sms` SMs: 3 stages where there are fewer groups than SMs (split-K chunks fill the machine and a

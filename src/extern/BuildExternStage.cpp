@@ -228,6 +228,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         const std::string bn = std::to_string(plan.tile);
         d.split_blocks = "(* batch kv_heads)";
         d.split_tiles = "(/ (+ seq_kv " + std::to_string(plan.tile - 1) + ") " + bn + ")";
+        d.split_tile_keys = plan.tile;
     }
 
     // 4. The kernel sets, checked against the stage's arguments.

@@ -167,6 +167,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     internal::LoweringChoices c = choices(opt, arch, opt.chunks ? opt.chunks : 1);
     // Decode's one-warp kernels: the pipeline depth by how many (batch, KV head) groups share the SMs.
     if (a.decode && !opt.stages && opt.key_warps <= 1) c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
+    // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
+    if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
+        c.block_n = internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
     internal::OperatorLowering lowered = internal::lower_operator(inst, c);
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
@@ -175,7 +178,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         const int block_n = partial.values.at("k_s").rows;
         const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
         m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, tiles, info.sm_count,
-                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
+                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin),
+                                                    block_n);
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-

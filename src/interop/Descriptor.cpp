@@ -205,7 +205,8 @@ using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
     json j = {{"format", "neptune-extern-1"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
-              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_tiles", d.split_tiles}};
+              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_tiles", d.split_tiles},
+              {"split_tile_keys", d.split_tile_keys}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
         j["buffers"].push_back({{"name", t.name}, {"output", t.output}, {"type_code", t.type_code}, {"bits", t.bits},
@@ -255,6 +256,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
         d.chunks = j.at("chunks").get<int>();
         d.split_blocks = j.at("split_blocks").get<std::string>();
         d.split_tiles = j.at("split_tiles").get<std::string>();
+        d.split_tile_keys = j.value("split_tile_keys", 32);
         for (const json &b : j.at("buffers"))
             d.buffers.push_back({b.at("name"), b.at("output"), b.at("type_code"), b.at("bits"),
                                  b.at("dims").get<std::vector<std::string>>()});

@@ -238,7 +238,8 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     if (g.desc.chunks < 0) {
         vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count,
                                                   internal::resident_blocks(set.kernels.at(0).shared_bytes,
-                                                                            g.max_shared_per_block));
+                                                                            g.max_shared_per_block),
+                                                  g.desc.split_tile_keys);
     } else if (g.desc.chunks > 0) {
         vars["chunks"] = g.desc.chunks;
     }

@@ -177,6 +177,16 @@ TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every 
     CHECK(internal::decode_stages(8 * 32, 264) == 3);   // the same shape on twice the SMs
 }
 
+TEST_CASE("extern launcher: decode's tiles are 64 keys only at one block per SM and head dims up to 128") {
+    CHECK(internal::decode_block_n(8, 132, 128) == 64);       // decode_gqa 1,8192: 8 groups x 16 chunks
+    CHECK(internal::decode_block_n(8, 132, 64) == 64);
+    CHECK(internal::decode_block_n(8, 132, 256) == 32);       // its 64-key kernel spills
+    CHECK(internal::decode_block_n(8, 128, 128) == 64);       // 16 x 8 = 128 SMs: still one block each
+    CHECK(internal::decode_block_n(9, 132, 128) == 32);       // 144 > 132
+    CHECK(internal::decode_block_n(16, 132, 128) == 32);      // decode_gqa 2,8192
+    CHECK(internal::decode_block_n(32, 132, 128) == 32);      // decode_causal 1,8192
+}
+
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
     // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)), then up to a quarter
     // fewer where the busiest SM's tiles, ceil(c * blocks / 132) * ceil(tiles / c), drop.
@@ -196,6 +206,10 @@ TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most
     CHECK(internal::split_k_chunks(256, 128, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
     CHECK(internal::split_k_chunks(64, 128, 132, 3) == 4);      // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
     CHECK(internal::split_k_chunks(200, 128, 132, 1) == 1);
+    // 64-key tiles: the sqrt cap counts 32-key tiles, so a chunk keeps its keys (decode_gqa 1,8192).
+    CHECK(internal::split_k_chunks(8, 128, 132, 2, 64) == 16);  // sqrt(256), not sqrt(128) = 12
+    CHECK(internal::split_k_chunks(8, 128, 132, 2, 32) == 12);
+    CHECK(internal::split_k_chunks(1, 2, 132, 2, 64) == 2);     // sqrt(4); never more chunks than tiles
     // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
     CHECK(internal::split_k_chunks(512, 256, 132, 6) == 1);   // decode_causal 16,8192: one wave
     CHECK(internal::split_k_chunks(1024, 256, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
