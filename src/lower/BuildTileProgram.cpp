@@ -55,6 +55,10 @@ public:
         : plan_(plan), outputs_(outputs), opt_(opt) {}
 
     Program build() {
+        // P·V steps over the keys in mma's k16 slices (an even number of n8 score tiles).
+        if (bn() <= 0 || bn() % 16)
+            fail("KV tiles of " + std::to_string(bn()) + " keys: the tile backend needs a positive multiple of 16 (16, "
+                 "32, 64 or 128)");
         recognise();
         Program p;
         p.arch = opt_.arch;

@@ -91,6 +91,15 @@ TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas
     CHECK(two.output.find("kernel neptune_split_k_partial") != std::string::npos);
     CHECK(two.output.find("kernel neptune_split_k_combine") != std::string::npos);
     CHECK(run_bench("emit softmax 4,100").output.find("lowers attention operators") != std::string::npos);
+    // KV tiles that mma's k16 steps cannot cover are refused by the lowering, not by NVRTC.
+    for (const char *bad : {"--block-n 24", "--block-n 8 --key-warps 4"}) {
+        const Outcome o = run_bench(std::string("emit decode_causal 1,100 --arch sm_90 ") + bad);
+        INFO(bad << ": " << o.output);
+        CHECK(o.status != 0);
+        CHECK(o.output.find("KV tiles of") != std::string::npos);
+        CHECK(o.output.find("a positive multiple of 16") != std::string::npos);
+        CHECK(o.output.find("nvrtc") == std::string::npos);
+    }
 }
 
 namespace {
