@@ -513,3 +513,40 @@ TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did n
     }
     CHECK(to_string(internal::lay_out_combine(p, false)) == to_string(p));
 }
+
+TEST_CASE("lower: skip_identity_repairs puts the accumulator's rescale under a warp vote in the mma.sync kernels only") {
+    auto ifs = [](const tir::Program &p) {
+        std::vector<const tir::Node *> found;
+        std::function<void(const tir::Block &)> walk = [&](const tir::Block &b) {
+            for (const tir::Stmt &s : b) {
+                if (s->kind == tir::NodeKind::IfAnyRow) found.push_back(s.get());
+                walk(s->body);
+            }
+        };
+        walk(p.kernels.at(0).body);
+        return found;
+    };
+    for (const char *op : {"decode_gqa", "decode_causal", "prefill_causal", "prefill_softcap"})
+        for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+            INFO(op << " " << arch_name(arch));
+            const tir::Program p = lower(*find_operator(op), arch);
+            const bool wgmma = p.kernels.at(0).producer_warps > 0;  // sm_90a prefill: warp-specialized
+            const std::vector<const tir::Node *> found = ifs(p);
+            REQUIRE(found.size() == (wgmma ? 0u : 1u));
+            if (wgmma) continue;
+            // The factor and the product move together; the condition compares the old and new maxima.
+            const tir::Node &n = *found[0];
+            REQUIRE(n.body.size() == 2);
+            CHECK(n.body[0]->kind == tir::NodeKind::RowMap);
+            CHECK(n.body[1]->kind == tir::NodeKind::TileMap);
+            CHECK(n.body[1]->dst == "acc");
+            std::ostringstream cond;
+            cond << n.cond;
+            CHECK(cond.str() == "((float32)row_max != (float32)row_max_new)");
+            const std::string cuda = internal::emit_cuda(p);
+            CHECK(cuda.find("if (__any_sync(0xffffffffu, any_row_)) {") != std::string::npos);
+        }
+    internal::LoweringChoices off;
+    off.skip_repairs = 0;
+    CHECK(ifs(internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 256), off).program).empty());
+}

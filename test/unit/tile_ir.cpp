@@ -547,3 +547,59 @@ TEST_CASE("tile IR: warp-rows tiles load, map and store f32 rows; maps read one 
     CHECK_THROWS_WITH_AS(tir::verify(dot), doctest::Contains("the dot's accumulator must be an f32 mma-accumulator tile"),
                          InternalError);
 }
+
+namespace {
+
+// Two warps (32 rows): old and new row maxima equal on every row but `moved`, acc = row + col / 100.
+// Under if-any-row(old != new) a doubling runs on the rows of the warp that holds `moved` only.
+tir::Kernel skip_kernel(int moved) {
+    tir::Kernel k;
+    k.name = "skip";
+    k.tensors = {{"out", DType::F32, true}};
+    k.warps = 2;
+    k.values = {{"m_old", row_vector(32)}, {"m_new", row_vector(32)}, {"f", row_vector(32)}, {"acc", accumulator(32, 8)}};
+    const Expr row = iv("row");
+    k.body = {
+        tir::make_row_map("m_old", Halide::cast<float>(row)),
+        tir::make_row_map("m_new", Halide::select(row == moved, Halide::cast<float>(row) + 1.0f, Halide::cast<float>(row))),
+        tir::make_map("acc", Halide::cast<float>(row) + Halide::cast<float>(iv("col")) / 100.0f),
+        tir::make_if_any_row(fv("m_old") != fv("m_new"),
+                             {tir::make_row_map("f", Halide::Expr(2.0f)), tir::make_map("acc", fv("acc") * fv("f"))}),
+        tir::make_store("acc", "out", 0, 8, 32, 8),
+    };
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("tile IR: if-any-row runs its maps on the rows of the warps where the condition holds on a row") {
+    for (int moved : {3, 20, -1}) {
+        HostTensor out = filled("out", DType::F32, {32, 8}, -1);
+        tir::LaunchArgs args{{{"out", &out}}, {}, {}};
+        tir::interpret(skip_kernel(moved), args);
+        for (int r = 0; r < 32; r++)
+            for (int c = 0; c < 8; c++) {
+                INFO("moved ", moved, ", row ", r, ", column ", c);
+                // Every row of the moved row's warp is doubled; the other warp's rows keep their values.
+                const double base = double(float(r) + float(c) / 100.0f);
+                const bool runs = moved >= 0 && r / 16 == moved / 16;
+                CHECK(out.values[size_t(r * 8 + c)] == doctest::Approx(runs ? 2 * base : base).epsilon(1e-7));
+            }
+    }
+    const std::string printed = tir::to_string(skip_kernel(3));
+    CHECK(printed.find("if (any row of a warp: m_old != m_new) {") != std::string::npos);
+}
+
+TEST_CASE("tile IR verify: an if-any-row holds maps of the mma family under a row condition") {
+    tir::Kernel k = skip_kernel(3);
+    CHECK_NOTHROW(tir::verify(k));
+    tir::Kernel reads_tile = k;
+    reads_tile.body[3] = tir::make_if_any_row(fv("acc") != 0.0f, {tir::make_map("acc", fv("acc") * 2.0f)});
+    CHECK_THROWS_WITH_AS(tir::verify(reads_tile), doctest::Contains("not a row vector of the 32 mma rows"), InternalError);
+    tir::Kernel with_barrier = k;
+    with_barrier.body[3] = tir::make_if_any_row(fv("m_old") != fv("m_new"), {tir::make_barrier()});
+    CHECK_THROWS_WITH_AS(tir::verify(with_barrier), doctest::Contains("holds only maps and row maps"), InternalError);
+    tir::Kernel not_bool = k;
+    not_bool.body[3] = tir::make_if_any_row(fv("m_old") - fv("m_new"), {tir::make_map("acc", fv("acc") * 2.0f)});
+    CHECK_THROWS_WITH_AS(tir::verify(not_bool), doctest::Contains("is a boolean"), InternalError);
+}
