@@ -311,11 +311,6 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "TMA copies: bytes the L2 fetches from memory per miss (0 none, 64, 128, 256); -1 = default")
         ->capture_default_str()
         ->check(CLI::IsMember({-1, 0, 64, 128, 256}));
-    sub->add_option("--skip-repairs", o.skip_repairs,
-                    "mma.sync kernels: 1 a warp skips the accumulator's rescale on KV tiles where none of its rows' "
-                    "maxima moved (the factor is exactly 1), 0 rescales every tile; -1 = 1")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, 1));
 }
 
 }  // namespace

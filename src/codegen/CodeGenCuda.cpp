@@ -646,20 +646,6 @@ private:
             indent_--;
             line("}");
             break;
-        case NodeKind::IfAnyRow:
-            // The warp votes: its lanes hold two rows per 16-row block.
-            line("{");
-            indent_++;
-            line("bool any_row_ = false;");
-            row_loop("any_row_ = any_row_ || (" + ExprPrinter(k_, Context::Row).print(n.cond) + ");");
-            line("if (__any_sync(0xffffffffu, any_row_)) {");
-            indent_++;
-            for (const Stmt &b : n.body) stmt(b, lc);
-            indent_--;
-            line("}");
-            indent_--;
-            line("}");
-            break;
         case NodeKind::LastArrival:
             line("if (nd::last_arrival(reinterpret_cast<unsigned *>" + ptr(n.tensor, n.base) + ", unsigned(" +
                  scalar(n.value) + "))) {");

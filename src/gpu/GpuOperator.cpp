@@ -61,7 +61,6 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.key_warps = opt.key_warps;
     c.tma_loads = opt.tma_loads;
     c.tma_l2_promotion = opt.tma_l2_promotion;
-    c.skip_repairs = opt.skip_repairs;
     return c;
 }
 

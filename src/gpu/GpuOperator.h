@@ -26,7 +26,6 @@ struct GpuOptions {
     int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1; // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default
     int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256); -1: the default
-    int skip_repairs = -1;  // mma.sync kernels: 1 a warp skips the rescale where no row's maximum moved, 0 never; -1: 1
     bool dump = false;  // print the tile program and the CUDA source
 };
 

@@ -18,7 +18,6 @@
 #include "lower/SkipMaskedTiles.h"
 #include "lower/SpecializeWarps.h"
 #include "lower/SwizzleSharedTiles.h"
-#include "lower/SkipIdentityRepairs.h"
 #include "lower/UnrollChunkLoops.h"
 
 namespace neptune::internal {
@@ -120,9 +119,6 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("lay_out_combine", p);
     p = unroll_chunk_loops(p, opt.unroll_chunks);  // the loops pipeline_loads left, in their final layouts
     log("unroll_chunk_loops", p);
-    if (opt.skip_identity_repairs)
-        p = each_kernel(p, skip_identity_repairs);  // last before shared memory: the repairs in their final form
-    log("skip_identity_repairs", p);
     p = each_kernel(p, plan_shared_memory);  // offsets depend on which loads are pipelined
     log("plan_shared_memory", p);
     return p;

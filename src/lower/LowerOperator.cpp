@@ -37,7 +37,6 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
                                std::to_string(c.tma_l2_promotion));
         lo.tma_l2_promotion = c.tma_l2_promotion;
     }
-    if (c.skip_repairs >= 0) lo.skip_identity_repairs = c.skip_repairs == 1;
     if (c.key_warps > 1) {
         if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
         if (group > 16)

@@ -170,14 +170,6 @@ Stmt make_if(Halide::Expr cond, Block body, const std::string &note) {
     return n;
 }
 
-Stmt make_if_any_row(Halide::Expr cond, Block body, const std::string &note) {
-    auto n = node(NodeKind::IfAnyRow);
-    n->cond = std::move(cond);
-    n->body = std::move(body);
-    n->note = note;
-    return n;
-}
-
 Stmt make_barrier() { return node(NodeKind::Barrier); }
 
 Stmt make_release(const std::string &tile, Halide::Expr ring) {
@@ -211,34 +203,26 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     return n;
 }
 
-namespace {
-
-void variable_names(const Halide::Expr &e, std::set<std::string> &out) {
-    class Names : public Halide::Internal::IRGraphVisitor {
-    public:
-        explicit Names(std::set<std::string> &out) : out_(out) {}
-        using Halide::Internal::IRGraphVisitor::visit;
-        void visit(const Halide::Internal::Variable *v) override { out_.insert(v->name); }
-
-    private:
-        std::set<std::string> &out_;
-    } names(out);
-    e.accept(&names);
-}
-
-}  // namespace
-
 void effects(const Node &n, std::set<std::string> &writes, std::set<std::string> &reads, bool with_body) {
     switch (n.kind) {
     case NodeKind::TileLoad:
     case NodeKind::RowLoad:
     case NodeKind::Fill: writes.insert(n.dst); break;
     case NodeKind::TileMap:
-    case NodeKind::RowMap:
+    case NodeKind::RowMap: {
         writes.insert(n.dst);
-        variable_names(n.value, reads);
+        class Names : public Halide::Internal::IRGraphVisitor {
+        public:
+            explicit Names(std::set<std::string> &out) : out_(out) {}
+            using Halide::Internal::IRGraphVisitor::visit;
+            void visit(const Halide::Internal::Variable *v) override { out_.insert(v->name); }
+
+        private:
+            std::set<std::string> &out_;
+        } names(reads);
+        n.value.accept(&names);
         break;
-    case NodeKind::IfAnyRow: variable_names(n.cond, reads); break;
+    }
     case NodeKind::TileReduce:
         writes.insert(n.dst);
         reads.insert(n.dst);

@@ -138,8 +138,7 @@ struct ScalarDef {
     X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
     X(DotWait)     /* until at most `pending` asynchronous dots are in flight */                   \
     X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */ \
-    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */   \
-    X(IfAnyRow)    /* each warp runs the body where the condition holds on one of its rows */
+    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -186,12 +185,7 @@ using Block = std::vector<Stmt>;
  *  LastArrival  at the kernel's top level: the block's global writes so far become visible to every
  *             block, then it counts its arrival in tensor[base] (a zeroed workspace word, an unsigned
  *             count); the block whose arrival makes the count `value` resets it to 0 and runs body, which
- *             reads what every arrived block wrote. So the count is 0 again after every launch.
- *  IfAnyRow   cond is a boolean over row vectors ("row" = r, scalars), per row. For each warp w (rows
- *             16 w .. 16 w + 15 of the mma register family), body runs on w's rows if cond holds on any
- *             of them; body holds only TileMaps and RowMaps, each row's result depending on its own row,
- *             so the other warps' rows keep their values. How a repair whose factor is 1 wherever the
- *             state it repairs did not change is skipped (skip_identity_repairs). */
+ *             reads what every arrived block wrote. So the count is 0 again after every launch. */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -218,10 +212,10 @@ struct Node {
     std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
     std::string var;             // CarriedLoop
     Halide::Expr begin, end;     // CarriedLoop
-    Halide::Expr cond;           // IfThen, IfAnyRow
+    Halide::Expr cond;           // IfThen
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
     int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
-    Block body;                  // CarriedLoop, IfThen, LastArrival, IfAnyRow
+    Block body;                  // CarriedLoop, IfThen, LastArrival
     std::string note;            // why the statement exists, printed as a comment
 };
 
@@ -244,8 +238,6 @@ Stmt make_convert(const std::string &dst, const std::string &src);
 Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std::vector<std::string> carried,
                Block body);
 Stmt make_if(Halide::Expr cond, Block body, const std::string &note = "");
-/** Each warp runs `body` (TileMaps and RowMaps) if the row condition `cond` holds on one of its rows. */
-Stmt make_if_any_row(Halide::Expr cond, Block body, const std::string &note = "");
 Stmt make_barrier();
 Stmt make_release(const std::string &tile, Halide::Expr ring = Halide::Expr());
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced);

@@ -483,25 +483,6 @@ private:
             }
     }
 
-    // The body runs for every row; the rows of warps whose rows all fail the condition get their
-    // old values back (the body's maps are row by row, so that is the same as not running them).
-    void if_any_row(const Stmt &s) {
-        const TileType rows{DType::F32, k_.rows(), 1, Scope::Register, Layout::RowVector};
-        const Code cond = Compiler(scalars_, values_, &rows, false, &tensors_).compile(s->cond);
-        std::vector<char> runs(size_t(k_.warps), 0);
-        for (int r = 0; r < rows.rows; r++)
-            if (eval(cond, r, 0) != 0) runs[size_t(r / 16)] = 1;
-        std::map<std::string, std::vector<float>> before;
-        for (const Stmt &b : s->body) before.emplace(b->dst, values_.at(b->dst).data);
-        block(s->body);
-        for (const auto &[name, old] : before) {
-            Value &v = values_.at(name);
-            for (int r = 0; r < v.type.rows; r++)
-                if (!runs[size_t(r / 16)])
-                    std::copy_n(old.begin() + long(r) * v.type.cols, v.type.cols, v.data.begin() + long(r) * v.type.cols);
-        }
-    }
-
     void loop(const Stmt &s) {
         const int64_t begin = index(s->begin), end = index(s->end);
         for (int64_t i = begin; i < end; i++) {
@@ -553,7 +534,6 @@ private:
             }
             break;
         }
-        case NodeKind::IfAnyRow: if_any_row(s); break;
         case NodeKind::Barrier:
         case NodeKind::DotWait:  // asynchronous dots took effect at issue
         case NodeKind::WarpgroupTurn: break;

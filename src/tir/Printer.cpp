@@ -54,7 +54,6 @@ std::string head(const Node &n) {
         return s + " {";
     }
     case NodeKind::IfThen: return "if (" + expr(n.cond) + ") {";
-    case NodeKind::IfAnyRow: return "if (any row of a warp: " + expr(n.cond) + ") {";
     case NodeKind::Barrier: return "barrier";
     case NodeKind::Release: return "release " + n.src;
     case NodeKind::WarpgroupTurn: {
@@ -90,9 +89,7 @@ std::string comment(const Node &n) {
 void print(std::ostringstream &os, const Stmt &s, int indent, bool with_body) {
     const std::string pad(size_t(indent), ' ');
     os << pad << head(*s) << comment(*s);
-    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen && s->kind != NodeKind::LastArrival &&
-        s->kind != NodeKind::IfAnyRow)
-        return;
+    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen && s->kind != NodeKind::LastArrival) return;
     if (with_body)
         for (const Stmt &b : s->body) {
             os << "\n";

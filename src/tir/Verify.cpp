@@ -193,34 +193,6 @@ private:
         }
     }
 
-    // A warp's rows decide alone: the condition reads mma-family row vectors, the body only maps
-    // registers of that family row by row (no tile is read across rows, nothing is synchronised).
-    void check_if_any_row(const Stmt &s) {
-        require(s, s->cond, "condition");
-        if (!s->cond.type().is_bool()) fail(s, "the condition of an if-any-row is a boolean");
-        if (k_.producer_warps) fail(s, "warp-specialized kernels do not skip repairs by warp");
-        const TileType rows{DType::F32, k_.rows(), 1, Scope::Register, Layout::RowVector};
-        for (const HI::Variable *v : variables_of(s->cond)) {
-            auto it = k_.values.find(v->name);
-            if (it != k_.values.end()) {
-                if (it->second.layout != Layout::RowVector || it->second.rows != rows.rows)
-                    fail(s, "the condition reads '" + v->name + "' (" + it->second.str() + "), not a row vector of the " +
-                                std::to_string(rows.rows) + " mma rows");
-            } else if (v->name != "row" && !scalars_.count(v->name)) {
-                fail(s, "the condition reads '" + v->name + "', which is neither a declared value nor a scalar in scope");
-            }
-        }
-        if (s->body.empty()) fail(s, "an if-any-row without a body");
-        for (const Stmt &b : s->body) {
-            if (!b || (b->kind != NodeKind::TileMap && b->kind != NodeKind::RowMap))
-                fail(s, "an if-any-row's body holds only maps and row maps");
-            const TileType &dst = value(b, b->dst);
-            if (dst.layout != Layout::MmaAccumulator && dst.layout != Layout::RowVector)
-                fail(b, "a map under an if-any-row writes an mma accumulator or row vector, not " + dst.str());
-        }
-        block(s->body);
-    }
-
     void check_tensor_map(const TensorMap &m) const {
         const TensorParam *t = nullptr;
         for (const TensorParam &p : k_.tensors)
@@ -390,7 +362,6 @@ private:
             if (!grid_uniform) nested_--;
             break;
         }
-        case NodeKind::IfAnyRow: check_if_any_row(s); break;
         case NodeKind::Barrier: break;
         case NodeKind::Release:
             if (!is_shared_tile(value(s, s->src))) fail(s, "only shared tiles are released");
