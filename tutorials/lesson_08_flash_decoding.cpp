@@ -117,7 +117,10 @@ int main() {
     // a tile and a chunk cost about the same (docs/perf-log.md). Then it takes up to a quarter fewer
     // where that gives the busiest SM fewer tiles: a one-wave kernel lasts as long as its busiest SM,
     // so 5 chunks of 64 groups (3 blocks on some SMs, 2 on others) lose to 4 (2 on almost every SM).
-    // Here every block has an SM to itself, and 13 stays. The count is a kernel parameter, so
+    // Here every block has an SM to itself, and 13 stays. (On an sm_90a GPU the operator would
+    // also take 64-key tiles here, decode_block_n: with one block per SM a warp's own latency bounds
+    // the rate, and a 64-key tile halves its steps per key; the sqrt cap counts 32-key tiles so that
+    // the chunks keep their keys.) The count is a kernel parameter, so
     // the program is the same for any count; only its shared memory matters here, which decides how
     // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
