@@ -125,9 +125,9 @@ int main() {
     // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
     const int resident = internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);
-    const int chunks = internal::split_k_chunks(2, 157, sms, resident);
+    const int chunks = internal::split_k_chunks(2, 5000, 32, sms, resident);
     std::printf("chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n",
-                sms, chunks, internal::split_k_chunks(8, 256, sms, resident));
+                sms, chunks, internal::split_k_chunks(8, 8192, 32, sms, resident));
     // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 13; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 16
     ok = ok && chunks == 13;
 

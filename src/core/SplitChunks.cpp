@@ -11,15 +11,17 @@ int decode_block_n(int64_t blocks, int sms, int head_dim) {
     return blocks * 16 <= int64_t(sms) && head_dim <= 128 ? 64 : 32;
 }
 
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident, int tile_keys) {
+int split_k_chunks(int64_t blocks, int64_t keys, int tile_keys, int sms, int resident) {
     blocks = std::max<int64_t>(blocks, 1);
+    keys = std::max<int64_t>(keys, 0);
+    tile_keys = std::max(tile_keys, 1);
+    const int64_t tiles = (keys + tile_keys - 1) / tile_keys;
     const int64_t most = std::max<int64_t>(1, std::min<int64_t>(tiles, 64));
     const int64_t slots = int64_t(std::max(resident, 1)) * sms;
     if (blocks < 2 * int64_t(sms)) {
         const int64_t fill = (2 * int64_t(sms) + blocks - 1) / blocks;
-        // The cap counts 32-key tiles: what a chunk costs per key, not per tile, was calibrated.
-        const double keys32 = double(std::max<int64_t>(tiles, 1)) * std::max(tile_keys, 1) / 32.0;
-        const int64_t root = int64_t(std::ceil(std::sqrt(keys32)));
+        // The cap counts 32-key tiles whatever the kernel's tile: it was calibrated per key.
+        const int64_t root = int64_t(std::ceil(std::sqrt(double(std::max<int64_t>(keys, 1)) / 32.0)));
         // Never past one wave: blocks of several warps may fit fewer than two per SM.
         const int64_t wave = std::max<int64_t>(1, slots / blocks);
         const int64_t c0 = std::max<int64_t>(1, std::min({fill, root, most, wave}));

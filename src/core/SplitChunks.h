@@ -10,18 +10,18 @@
 
 namespace neptune::internal {
 
-/** Chunks for `blocks` (batch x KV heads) partial blocks over `tiles` KV tiles on `sms` SMs, each
- * holding `resident` partial blocks at once (shared memory decides it):
+/** Chunks for `blocks` (batch x KV heads) partial blocks over `keys` keys in KV tiles of `tile_keys`
+ * on `sms` SMs, each holding `resident` partial blocks at once (shared memory decides it):
  *  - fewer than 2 blocks per SM: enough chunks for about two blocks per SM, but at most about
- *    sqrt(tiles) counted in 32-key tiles (`tile_keys` keys per tile): a chunk streams tiles / c tiles while the combine walks c chunks, and the two
- *    costs per tile and per chunk measured about equal; and never more than one wave of `resident` x
+ *    sqrt(keys / 32): a chunk streams keys / c keys while the combine walks c chunks, and the two
+ *    costs per 32-key tile and per chunk measured about equal; and never more than one wave of `resident` x
  *    `sms` blocks (key-split blocks of several warps fit fewer per SM); then up to a quarter fewer
  *    where the busiest SM gets fewer tiles: decode_gqa 8,8192's 64 groups in 5 chunks put 3 blocks
  *    on 56 SMs and 2 on the rest, and ran 2 % slower than in 4 chunks, 2 blocks on every SM but 8
  *    (perf-log.md, session 16);
  *  - more: 1 to 4 chunks, the fewest that fill the last wave of `resident` x `sms` blocks best.
  * Always whole tiles per chunk, at least 1 and at most 64 chunks. */
-int split_k_chunks(int64_t blocks, int64_t tiles, int sms, int resident, int tile_keys = 32);
+int split_k_chunks(int64_t blocks, int64_t keys, int tile_keys, int sms, int resident);
 
 /** Keys per tile of decode's one-warp partial kernel for `blocks` (batch x KV heads) groups on `sms`
  * SMs at head dimension `head_dim`: 64 where the split-K chunks leave at most one block per SM (16

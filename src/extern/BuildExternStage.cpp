@@ -225,9 +225,8 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         d.constraints.push_back({"(<= (/ q_heads kv_heads) " + std::to_string(rows) + ")",
                                  "a KV group's query heads are the decode kernels' rows, at most " + std::to_string(rows)});
         d.chunks = opt.chunks < 0 ? plan.chunks : opt.chunks > 0 ? opt.chunks : -1;
-        const std::string bn = std::to_string(plan.tile);
         d.split_blocks = "(* batch kv_heads)";
-        d.split_tiles = "(/ (+ seq_kv " + std::to_string(plan.tile - 1) + ") " + bn + ")";
+        d.split_keys = "seq_kv";
         d.split_tile_keys = plan.tile;
     }
 

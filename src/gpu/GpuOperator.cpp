@@ -175,11 +175,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     m.ints = std::move(lowered.ints);
     if (a.decode && !opt.chunks) {
         const tir::Kernel &partial = m.program.kernels.at(0);
-        const int block_n = partial.values.at("k_s").rows;
-        const int64_t tiles = (inst.input("k").shape[2] + block_n - 1) / block_n;
-        m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, tiles, info.sm_count,
-                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin),
-                                                    block_n);
+        m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2],
+                                                    partial.values.at("k_s").rows, info.sm_count,
+                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-

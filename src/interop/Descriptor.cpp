@@ -204,8 +204,8 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-1"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
-              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_tiles", d.split_tiles},
+    json j = {{"format", "neptune-extern-2"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
+              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_keys", d.split_keys},
               {"split_tile_keys", d.split_tile_keys}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
@@ -247,7 +247,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-1")
+        if (j.at("format") != "neptune-extern-2")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -255,8 +255,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
         d.scalars = j.at("scalars").get<std::vector<std::string>>();
         d.chunks = j.at("chunks").get<int>();
         d.split_blocks = j.at("split_blocks").get<std::string>();
-        d.split_tiles = j.at("split_tiles").get<std::string>();
-        d.split_tile_keys = j.value("split_tile_keys", 32);
+        d.split_keys = j.at("split_keys").get<std::string>();
+        d.split_tile_keys = j.at("split_tile_keys").get<int>();
         for (const json &b : j.at("buffers"))
             d.buffers.push_back({b.at("name"), b.at("output"), b.at("type_code"), b.at("bits"),
                                  b.at("dims").get<std::vector<std::string>>()});

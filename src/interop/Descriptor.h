@@ -97,10 +97,10 @@ struct GroupDescriptor {
     std::vector<TensorSpec> buffers;   // the extern's buffer arguments, in order: inputs, then outputs
     std::vector<Constraint> constraints;
     /** Split-K chunks: 0 none; > 0 fixed; -1 chosen at run time from the SM count with split_blocks
-     * blocks over split_tiles KV tiles of split_tile_keys keys (core/SplitChunks.h). The kernels read
-     * it as "chunks". */
+     * blocks over split_keys keys in the kernels' KV tiles of split_tile_keys (core/SplitChunks.h).
+     * The kernels read it as "chunks". */
     int chunks = 0;
-    std::string split_blocks, split_tiles;
+    std::string split_blocks, split_keys;
     int split_tile_keys = 32;
     std::vector<KernelSet> sets;  // tried in order: the first whose capability range holds the device
 };

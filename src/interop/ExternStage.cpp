@@ -39,7 +39,7 @@ struct Group {
     std::string prefix;  // the blob's leading bytes, up to and including its id
     std::vector<std::vector<IntExpr>> dims;
     std::vector<IntExpr> constraints;
-    IntExpr split_blocks, split_tiles;
+    IntExpr split_blocks, split_keys;
 
     std::mutex lock;  // held for a whole run: the workspaces are shared
     bool loaded = false;
@@ -110,7 +110,7 @@ std::shared_ptr<Group> find_group(const char *blob, std::string &error) {
         for (const Constraint &c : g->desc.constraints) g->constraints.push_back(IntExpr::parse(c.expr));
         if (g->desc.chunks < 0) {
             g->split_blocks = IntExpr::parse(g->desc.split_blocks);
-            g->split_tiles = IntExpr::parse(g->desc.split_tiles);
+            g->split_keys = IntExpr::parse(g->desc.split_keys);
         }
     } catch (const std::exception &e) {
         error = std::string("unreadable descriptor (was the library built by another Neptune?): ") + e.what();
@@ -236,10 +236,10 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     const KernelSet &set = g.desc.sets[size_t(g.set)];
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
     if (g.desc.chunks < 0) {
-        vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_tiles.eval(vars), g.sm_count,
+        vars["chunks"] = internal::split_k_chunks(g.split_blocks.eval(vars), g.split_keys.eval(vars),
+                                                  g.desc.split_tile_keys, g.sm_count,
                                                   internal::resident_blocks(set.kernels.at(0).shared_bytes,
-                                                                            g.max_shared_per_block),
-                                                  g.desc.split_tile_keys);
+                                                                            g.max_shared_per_block));
     } else if (g.desc.chunks > 0) {
         vars["chunks"] = g.desc.chunks;
     }

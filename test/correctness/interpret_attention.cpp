@@ -144,7 +144,7 @@ TEST_CASE("interpret: decode with TMA copies in its one-warp loop (sm_90a) match
         }
     }
     // 64-key tiles on sm_90a's default copies at odd head dims (256; 80; 96 for K by cp.async and 64
-    // for V by TMA) with more chunks than tiles: what 64-key decode tiles at batch 1 would run.
+    // for V by TMA) with more chunks than tiles: what decode runs at batch 1 (decode_block_n).
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
         for (Case c : std::vector<Case>{{1, 200, 256, 256, 0, 0, 64, 5}, {1, 333, 80, 80, 0, 0, 64, 16},

@@ -190,31 +190,32 @@ TEST_CASE("extern launcher: decode's tiles are 64 keys only at one block per SM 
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
     // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)), then up to a quarter
     // fewer where the busiest SM's tiles, ceil(c * blocks / 132) * ceil(tiles / c), drop.
-    CHECK(internal::split_k_chunks(8 * 8, 256, 132, 6) == 4);   // decode_gqa 8,8192: 5 -> 3 x 52 tiles, 4 -> 2 x 64
-    CHECK(internal::split_k_chunks(8, 256, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256); 12..15 give more tiles
-    CHECK(internal::split_k_chunks(32, 256, 132, 6) == 8);      // decode_causal 1,8192: 9 -> 3 x 29, 8 -> 2 x 32, 7 -> 2 x 37
-    CHECK(internal::split_k_chunks(32, 256, 132, 4) == 8);      // decode_gqa 4,8192 (3 stages: 4 per SM)
-    CHECK(internal::split_k_chunks(16, 256, 132, 4) == 16);     // decode_gqa 2,8192: 12 -> 2 x 22, 16 -> 2 x 16
-    CHECK(internal::split_k_chunks(128, 256, 132, 4) == 3);     // decode_causal 4,8192: only 3 -> 3 x 86 to try
-    CHECK(internal::split_k_chunks(256, 256, 132, 6) == 2);     // decode_causal 8,8192
-    CHECK(internal::split_k_chunks(140, 256, 132, 6) == 2);
-    CHECK(internal::split_k_chunks(1, 3, 132, 6) == 2);         // ceil(sqrt(3)); never more chunks than tiles
-    CHECK(internal::split_k_chunks(1, 1, 132, 6) == 1);
-    CHECK(internal::split_k_chunks(1, 0, 132, 6) == 1);         // nor fewer than one (no keys)
-    CHECK(internal::split_k_chunks(1, 1000000, 132, 6) == 64);  // at most 64
+    CHECK(internal::split_k_chunks(8 * 8, 256 * 32, 32, 132, 6) == 4);   // decode_gqa 8,8192: 5 -> 3 x 52 tiles, 4 -> 2 x 64
+    CHECK(internal::split_k_chunks(8, 256 * 32, 32, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256); 12..15 give more tiles
+    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 6) == 8);      // decode_causal 1,8192: 9 -> 3 x 29, 8 -> 2 x 32, 7 -> 2 x 37
+    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 4) == 8);      // decode_gqa 4,8192 (3 stages: 4 per SM)
+    CHECK(internal::split_k_chunks(16, 256 * 32, 32, 132, 4) == 16);     // decode_gqa 2,8192: 12 -> 2 x 22, 16 -> 2 x 16
+    CHECK(internal::split_k_chunks(128, 256 * 32, 32, 132, 4) == 3);     // decode_causal 4,8192: only 3 -> 3 x 86 to try
+    CHECK(internal::split_k_chunks(256, 256 * 32, 32, 132, 6) == 2);     // decode_causal 8,8192
+    CHECK(internal::split_k_chunks(140, 256 * 32, 32, 132, 6) == 2);
+    CHECK(internal::split_k_chunks(1, 3 * 32, 32, 132, 6) == 2);         // ceil(sqrt(3)); never more chunks than tiles
+    CHECK(internal::split_k_chunks(1, 1 * 32, 32, 132, 6) == 1);
+    CHECK(internal::split_k_chunks(1, 33, 32, 132, 6) == 2);        // a partial last tile is a tile
+    CHECK(internal::split_k_chunks(1, 0, 32, 132, 6) == 1);         // nor fewer than one (no keys)
+    CHECK(internal::split_k_chunks(1, 1000000 * 32, 32, 132, 6) == 64);  // at most 64
     // ... and one wave at most: 4-warp key-split blocks, 3 per SM (396 slots).
-    CHECK(internal::split_k_chunks(256, 128, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
-    CHECK(internal::split_k_chunks(64, 128, 132, 3) == 4);      // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
-    CHECK(internal::split_k_chunks(200, 128, 132, 1) == 1);
+    CHECK(internal::split_k_chunks(256, 128 * 32, 32, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
+    CHECK(internal::split_k_chunks(64, 128 * 32, 32, 132, 3) == 4);      // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
+    CHECK(internal::split_k_chunks(200, 128 * 32, 32, 132, 1) == 1);
     // 64-key tiles: the sqrt cap counts 32-key tiles, so a chunk keeps its keys (decode_gqa 1,8192).
-    CHECK(internal::split_k_chunks(8, 128, 132, 2, 64) == 16);  // sqrt(256), not sqrt(128) = 12
-    CHECK(internal::split_k_chunks(8, 128, 132, 2, 32) == 12);
-    CHECK(internal::split_k_chunks(1, 2, 132, 2, 64) == 2);     // sqrt(4); never more chunks than tiles
+    CHECK(internal::split_k_chunks(8, 128 * 64, 64, 132, 2) == 16);  // sqrt(256), not sqrt(128) = 12
+    CHECK(internal::split_k_chunks(8, 128 * 32, 32, 132, 2) == 12);
+    CHECK(internal::split_k_chunks(1, 2 * 64, 64, 132, 2) == 2);     // sqrt(4); never more chunks than tiles
     // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
-    CHECK(internal::split_k_chunks(512, 256, 132, 6) == 1);   // decode_causal 16,8192: one wave
-    CHECK(internal::split_k_chunks(1024, 256, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
-    CHECK(internal::split_k_chunks(1024, 2, 132, 6) == 2);    // whole tiles: 2 at most
-    CHECK(internal::split_k_chunks(1024, 256, 132, 8) == 1);  // 1056 slots hold one wave
+    CHECK(internal::split_k_chunks(512, 256 * 32, 32, 132, 6) == 1);   // decode_causal 16,8192: one wave
+    CHECK(internal::split_k_chunks(1024, 256 * 32, 32, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
+    CHECK(internal::split_k_chunks(1024, 2 * 32, 32, 132, 6) == 2);    // whole tiles: 2 at most
+    CHECK(internal::split_k_chunks(1024, 256 * 32, 32, 132, 8) == 1);  // 1056 slots hold one wave
     // An H200 lets a block opt in to 227 KB: 6 decode blocks at head dim 128 (34,816 B); an A100 163 KB: 4.
     CHECK(internal::resident_blocks(34816, 227 * 1024) == 6);
     CHECK(internal::resident_blocks(34816, 163 * 1024) == 4);

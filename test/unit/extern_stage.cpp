@@ -133,6 +133,8 @@ TEST_CASE("extern stage: decode is one split-K kernel that picks its chunks at r
     const nlohmann::json d = descriptor(b.pipeline);
     CHECK(d["chunks"] == -1);
     CHECK(d["split_blocks"] == "(* batch kv_heads)");
+    CHECK(d["split_keys"] == "seq_kv");
+    CHECK(d["split_tile_keys"] == 32);
     REQUIRE(d["sets"].size() == 1);
     // The combine runs in the last chunk block of each group: one kernel, and its arrival counters are
     // a workspace the launcher zeroes when it allocates it.
