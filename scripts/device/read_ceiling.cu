@@ -8,7 +8,8 @@
 // per variant, so decode's partial kernel can be read against what streaming alone reaches. Inputs
 // are random fp16 (RC_CONSTANT=1: constant bytes); RC_REPS=1 runs each variant once, for ncu; RC_EVICT=1
 // compares evict-first copies with plain ones after a dirty and a clean L2 flush; RC_CLEAN=1 flushes
-// by reading (L2 left clean) instead of writing (L2 left dirty, the benchmark's way). Build on
+// by reading (L2 left clean) instead of writing (L2 left dirty, the benchmark's way); RC_ORDER=1 compares
+// the order in which a block reads its tiles (in order, rotated start, chunks interleaved). Build on
 // the H200 machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
@@ -116,7 +117,10 @@ __device__ inline void bulk_copy(void* smem, const void* gmem, unsigned bytes, u
 }
 
 // As cp_async_ring, but thread 0 moves each stage with two bulk copies (K and V) on an mbarrier.
-template <int WARPS, int STAGES, int TILE, bool EVICT_FIRST = false>
+// ORDER: which tile a block reads at step t. 0: its chunk in order; 1: its chunk from a start that
+// differs per block (rotated), so the blocks in flight read different offsets of their streams rather
+// than the same one; 2: the chunks interleaved (chunk c reads tiles c, c + chunks, ...).
+template <int WARPS, int STAGES, int TILE, bool EVICT_FIRST = false, int ORDER = 0>
 __global__ void bulk_ring(const char* __restrict__ k, const char* __restrict__ v, int chunks, unsigned* sink) {
   extern __shared__ __align__(128) char smem[];
   __shared__ uint64_t bars[STAGES];
@@ -129,12 +133,16 @@ __global__ void bulk_ring(const char* __restrict__ k, const char* __restrict__ v
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   __syncthreads();
   const uint64_t policy = EVICT_FIRST ? evict_first_policy() : 0;
+  const int rot = int((blockIdx.y * 37u + blockIdx.x * 101u) % unsigned(tiles));
   auto issue = [&](int t) {
     if (tid != 0 || t >= tiles) return;
     char* s = smem + (t % STAGES) * 2 * TILE;
+    size_t off = size_t(t) * TILE;
+    if (ORDER == 1) off = size_t((t + rot) % tiles) * TILE;
+    if (ORDER == 2) off = size_t(t * chunks) * TILE + size_t(blockIdx.x) * TILE - size_t(blockIdx.x) * per_chunk;
     mbar_expect(&bars[t % STAGES], 2 * TILE);
-    bulk_copy<EVICT_FIRST>(s, k + base + size_t(t) * TILE, TILE, &bars[t % STAGES], policy);
-    bulk_copy<EVICT_FIRST>(s + TILE, v + base + size_t(t) * TILE, TILE, &bars[t % STAGES], policy);
+    bulk_copy<EVICT_FIRST>(s, k + base + off, TILE, &bars[t % STAGES], policy);
+    bulk_copy<EVICT_FIRST>(s + TILE, v + base + off, TILE, &bars[t % STAGES], policy);
   };
   for (int t = 0; t < STAGES - 1; ++t) issue(t);
   unsigned x = 0;
@@ -274,21 +282,22 @@ void schedule(Bench& b, int chunks) {
 const char* const kKindNames[] = {"cp.async", "cp.async L2::128B", "cp.async L2::256B", "bulk",
                                   "cp.async evict-1st", "bulk evict-1st"};
 
-template <int WARPS, int STAGES, int TILE, int KIND>
+template <int WARPS, int STAGES, int TILE, int KIND, int ORDER = 0>
 void ring(Bench& b, int chunks) {
   int shared = STAGES * 2 * TILE;
   if (shared > 227 * 1024) return;
-  auto kern = KIND == 5   ? bulk_ring<WARPS, STAGES, TILE, true>
+  auto kern = KIND == 5   ? bulk_ring<WARPS, STAGES, TILE, true, ORDER>
               : KIND == 4 ? cp_async_ring<WARPS, STAGES, TILE, 3>
-              : KIND == 3 ? bulk_ring<WARPS, STAGES, TILE>
+              : KIND == 3 ? bulk_ring<WARPS, STAGES, TILE, false, ORDER>
                           : cp_async_ring<WARPS, STAGES, TILE, KIND % 3>;
   CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
   int resident = 0, sms = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, WARPS * 32, shared));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   double r = b.tbps([&] { kern<<<dim3(chunks, kGroups), WARPS * 32, shared>>>(b.k, b.v, chunks, b.sink); });
-  std::printf("%-18s %s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  waves %.2f  %.2f TB/s\n",
-              kKindNames[KIND], b.clean_flush ? "clean L2" : "dirty L2", WARPS, STAGES, TILE, chunks, resident, double(chunks) * kGroups / (resident * sms), r);
+  std::printf("%-18s %s%s warps %d stages %d tile %6d B chunks %2d  resident %2d/SM  waves %.2f  %.2f TB/s\n",
+              kKindNames[KIND], b.clean_flush ? "clean L2" : "dirty L2",
+              ORDER == 1 ? " rotated" : ORDER == 2 ? " interleaved" : "", WARPS, STAGES, TILE, chunks, resident, double(chunks) * kGroups / (resident * sms), r);
 }
 
 // Every kind at one (warps, stages, tile) shape, for 1 to 3 chunks.
@@ -323,6 +332,24 @@ int main() {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   b.clean_flush = std::getenv("RC_CLEAN") != nullptr;  // RC_CLEAN=1: flush by reading, L2 left clean
+  // RC_ORDER=1: only the tile-order matrix: each block's chunk in order, from a rotated start, and
+  // the chunks interleaved, after a dirty and a clean flush.
+  if (std::getenv("RC_ORDER")) {
+    for (bool clean : {false, true}) {
+      b.clean_flush = clean;
+      for (int round = 0; round < 2; ++round)
+        for (int chunks : {2, 4}) {
+          ring<1, 2, 8192, 3, 0>(b, chunks);  // decode_causal's kernel at B = 8 (one warp, 32 keys)
+          ring<1, 2, 8192, 3, 1>(b, chunks);
+          ring<1, 2, 8192, 3, 2>(b, chunks);
+          ring<1, 3, 8192, 3, 0>(b, chunks);
+          ring<1, 3, 8192, 3, 1>(b, chunks);
+        }
+      ring<4, 2, 32768, 3, 0>(b, 1);  // cuDNN's shape at B = 8
+      ring<4, 2, 32768, 3, 1>(b, 1);
+    }
+    return 0;
+  }
   // RC_EVICT=1: only the eviction-policy matrix: normal and evict-first copies, after a flush that
   // leaves L2 dirty (writes, the benchmark's way) and one that leaves it clean (reads).
   if (std::getenv("RC_EVICT")) {
