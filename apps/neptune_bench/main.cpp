@@ -292,6 +292,11 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "0 a separate combine kernel; -1 = 1")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    sub->add_option("--interleave-chunks", o.interleave_chunks,
+                    "decode: 1 chunk c takes KV tiles c, c + chunks, ... (a group's blocks stream neighbouring "
+                    "tiles together), 0 a run of consecutive tiles; -1 = 1")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
     sub->add_option("--warp-rows-combine", o.warp_rows_combine,
                     "decode: 1 the combine merges chunks in warp-rows registers (one float4 per lane and row, "
                     "missing rows skipped), 0 in mma fragments; -1 = 1")

@@ -2,15 +2,15 @@
 """Time stamps inside a split-K decode kernel, to see where its last microseconds go (H200 machine).
 
   patch DUMP.cu OUT.cu [--launch N]   adds %globaltimer stamps to a kernel dumped by NEPTUNE_DUMP_CUDA
-                                      (start, end of the KV loop, after the arrival, end) and a printf of
-                                      them from thread 0 of every block in launch N (default 6: a timed
-                                      call after the check and the warm-up); run it with
+                                      (start, end of the KV loop, after the arrival, end) in launch N
+                                      (default 6: a timed call after the check and the warm-up); the
+                                      launch's last block prints every block's line; run it with
                                       NEPTUNE_CUDA_OVERRIDE=<folder of OUT.cu>
   read LOG                            reads those lines: the spread of the blocks' starts, stream ends
                                       and arrivals, and the combining blocks' tails, in microseconds
 
-The stamps cost a few registers and a printf after the last one; read them as a timeline, not as the
-kernel's time (the benchmark's events give that)."""
+The stamps cost a few registers (the timer ticks in steps of 256 ns on the H200); read them as a
+timeline, not as the kernel's time (the benchmark's events give that)."""
 import re
 import statistics
 import sys
@@ -24,6 +24,9 @@ struct neptune_probe_line {
     int combined;
 };
 __device__ unsigned long long neptune_probe_blocks;
+#define NEPTUNE_PROBE_LINES 8192u
+__device__ neptune_probe_line neptune_probe_lines[NEPTUNE_PROBE_LINES];
+__device__ unsigned neptune_probe_done;
 __device__ __forceinline__ unsigned long long neptune_probe_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -61,14 +64,28 @@ def patch(src, dst, launch):
         sys.exit("patch: no kernel found in " + src)
     # The kernel's closing brace is the file's last line that is exactly "}".
     last = max(i for i, ln in enumerate(out) if ln == "}")
+    # Every block files its line; the launch's last block prints them all, so that no printf runs while
+    # a block is still being timed.
     out[last:last] = [
         "    {",
         "        const unsigned long long probe_end_ = neptune_probe_now();",
-        "        unsigned smid_; asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(smid_));",
         f"        if (threadIdx.x == 0 && probe_launch_ == {launch}ull) {{",
-        "            const neptune_probe_line l{smid_, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), probe_start_, "
-        "probe_streamed_, probe_arrived_, probe_end_, int(probe_combined_)};",
-        "            vprintf(\"PROBE %u %d %d %d %llu %llu %llu %llu %d\\n\", reinterpret_cast<const char *>(&l));",
+        "            unsigned smid_; asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(smid_));",
+        "            const unsigned blocks_ = gridDim.x * gridDim.y * gridDim.z;",
+        "            const unsigned id_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);",
+        "            if (id_ < NEPTUNE_PROBE_LINES) neptune_probe_lines[id_] = neptune_probe_line{smid_, int(blockIdx.x), "
+        "int(blockIdx.y), int(blockIdx.z), probe_start_, probe_streamed_, probe_arrived_, probe_end_, int(probe_combined_)};",
+        "            __threadfence();",
+        "            if (atomicAdd(&neptune_probe_done, 1u) + 1u == blocks_) {",
+        "                __threadfence();",
+        "                for (unsigned i = 0; i < blocks_ && i < NEPTUNE_PROBE_LINES; ++i) {",
+        "                    neptune_probe_line l;",
+        "                    const volatile unsigned *src = reinterpret_cast<const volatile unsigned *>(neptune_probe_lines + i);",
+        "                    unsigned *dst = reinterpret_cast<unsigned *>(&l);",
+        "                    for (unsigned w = 0; w < sizeof l / 4; ++w) dst[w] = src[w];",
+        "                    vprintf(\"PROBE %u %d %d %d %llu %llu %llu %llu %d\\n\", reinterpret_cast<const char *>(&l));",
+        "                }",
+        "            }",
         "        }",
         "    }",
     ]

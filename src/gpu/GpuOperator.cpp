@@ -57,6 +57,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.stages = opt.stages;
     c.unroll_chunks = opt.unroll_chunks;
     c.fold_combine = opt.fold_combine;
+    c.interleave_chunks = opt.interleave_chunks;
     c.warp_rows_combine = opt.warp_rows_combine;
     c.key_warps = opt.key_warps;
     c.tma_loads = opt.tma_loads;

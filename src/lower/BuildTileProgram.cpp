@@ -630,10 +630,17 @@ private:
                      {"b", ivar("block_z")},
                      {"group", ivar("q_heads") / ivar("kv_heads")},
                      {"h0", ivar("hkv") * ivar("group")},
-                     {"n_tiles", (ivar("seq_kv") + bt() - 1) / bt()},
-                     {"per_chunk", (ivar("n_tiles") + ivar("chunks") - 1) / ivar("chunks")},
-                     {"j0", Halide::min(ivar("chunk") * ivar("per_chunk"), ivar("n_tiles"))},
-                     {"j1", Halide::min(ivar("j0") + ivar("per_chunk"), ivar("n_tiles"))}};
+                     {"n_tiles", (ivar("seq_kv") + bt() - 1) / bt()}};
+        // A chunk's tiles: with interleave_chunks, every tile here and interleave_chunks (after
+        // skip_masked_tiles has bounded the loop to the visible ones) deals them out to the chunks;
+        // else the chunk's run [j0, j1).
+        Expr loop_begin = Expr(0), loop_end = ivar("n_tiles");
+        if (!opt_.interleave_chunks) {
+            k.scalars.push_back({"per_chunk", (ivar("n_tiles") + ivar("chunks") - 1) / ivar("chunks")});
+            k.scalars.push_back({"j0", Halide::min(ivar("chunk") * ivar("per_chunk"), ivar("n_tiles"))});
+            k.scalars.push_back({"j1", Halide::min(ivar("j0") + ivar("per_chunk"), ivar("n_tiles"))});
+            loop_begin = ivar("j0"), loop_end = ivar("j1");
+        }
         if (bm() < 16) fail("too few rows");
         if (kw() > 1 && bm() != 16 * kw())
             fail("key-split warps hold one block of 16 query rows each (a KV group of at most 16 query heads)");
@@ -650,7 +657,7 @@ private:
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
-        body.push_back(make_loop("j", ivar("j0"), ivar("j1"), state_names(), tile_step(k, rows)));
+        body.push_back(make_loop("j", loop_begin, loop_end, state_names(), tile_step(k, rows)));
         // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
         // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
         const Expr row0 = kw() > 1 ? (ivar("chunk") * ivar("batch") * ivar("kv_heads") + ivar("b") * ivar("kv_heads") +

@@ -27,6 +27,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
+    if (c.interleave_chunks >= 0) lo.interleave_chunks = c.interleave_chunks == 1;
     if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
     if (c.tma_loads == 1 && c.arch != GpuArch::Sm90a)
         throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));

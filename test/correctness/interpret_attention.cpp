@@ -30,6 +30,7 @@ struct Case {
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys
     int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
     int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
+    int interleave = -1;    // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
 };
 
@@ -56,6 +57,7 @@ void run(const OperatorSpec &op, const Case &c) {
     lc.key_warps = c.key_warps;
     lc.tma_loads = c.tma_loads;
     lc.wgmma = c.wgmma;
+    lc.interleave_chunks = c.interleave;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
     if (c.tma_loads == 1) CHECK(l.program.kernels.at(0).tensor_maps.size() == 2);  // K and V by TMA, Q not
@@ -109,6 +111,18 @@ TEST_CASE("interpret: split-K decode with its combine as a second kernel matches
         if (op.family != Family::Attention || !op.attention.decode) continue;
         for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}}) {
             c.fold_combine = 0;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave_chunks off) matches fp64 too") {
+    // The default deals the tiles out round-robin (the cases above); runs, with empty chunks too.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
+                                        {1, 700, 64, 64, 0, 0, 32, 11}}) {
+            c.interleave = 0;
             run(op, c);
         }
     }
