@@ -36,41 +36,26 @@ def main(src, dst):
     i = 0
     while i < len(lines):
         ln = lines[i]
-        # Prologue copies: `if (t_begin + N < t_end) { if (threadIdx.x == 0) { expect; load } }`
-        m = re.match(r"^(\s*)if \(t_begin \+ (\d) < t_end\) \{$", ln)
+        # A copy site: the prologue's `if (t_begin + N < t_end) { if (threadIdx.x == 0) { expect; load } }`
+        # or the loop's refill `if (t + 2 < t_end) { if (threadIdx.x == 0) { fence; expect; load } }`.
+        # The K copy claims the tile into the stage's slot; the V copy reads it; past the last tile
+        # the barrier completes without bytes.
+        m = re.match(r"^(\s*)if \((t_begin \+ (\d)|t \+ 2) < t_end\) \{$", ln)
         if m:
-            ind, n = m.group(1), m.group(2)
-            expect, load = lines[i + 2], lines[i + 3]
-            first = "k_s_full" in expect
+            ind, n = m.group(1), m.group(3)
+            body = lines[i + 2:i + (4 if n else 5)]
+            expect, load = body[-2], body[-1]
+            slot = f"claim_slot[{n}]" if n else "claim_slot[(stage_t + 2) % 3]"
+            bar = re.search(r"\((\w+_full \+ (\d|\(stage_t \+ 2\) % 3))", expect).group(1)
             out.append(f"{ind}if (threadIdx.x == 0) {{")
-            if first:
-                out.append(f"{ind}    claim_slot[{n}] = claim();")
-            bar = re.search(r"\((\w+_full \+ \d)", expect).group(1)
-            out.append(f"{ind}    if (claim_slot[{n}] < n_tiles) {{")
-            out.append(ind + "    " + expect.strip())
-            out.append(ind + "    " + re.sub(tile, f"claim_slot[{n}]", load.strip()))
-            out.append(f"{ind}    }} else nd::mbarrier_arrive_expect_tx({bar}, 0);")
-            out.append(f"{ind}}}")
-            i += 6
-            continue
-        # In-loop refills: `if (t + 2 < t_end) { if (threadIdx.x == 0) { fence; expect; load } }`
-        m = re.match(r"^(\s*)if \(t \+ 2 < t_end\) \{$", ln)
-        if m:
-            ind = m.group(1)
-            fence, expect, load = lines[i + 2], lines[i + 3], lines[i + 4]
-            first = "k_s_full" in expect
-            slot = "claim_slot[(stage_t + 2) % 3]"
-            bar = re.search(r"\((\w+_full \+ \(stage_t \+ 2\) % 3)", expect).group(1)
-            out.append(f"{ind}if (threadIdx.x == 0) {{")
-            if first:
+            if "k_s_full" in expect:
                 out.append(f"{ind}    {slot} = claim();")
             out.append(f"{ind}    if ({slot} < n_tiles) {{")
-            out.append(ind + "    " + fence.strip())
-            out.append(ind + "    " + expect.strip())
+            out.extend(ind + "    " + b.strip() for b in body[:-1])
             out.append(ind + "    " + re.sub(tile, slot, load.strip()))
             out.append(f"{ind}    }} else nd::mbarrier_arrive_expect_tx({bar}, 0);")
             out.append(f"{ind}}}")
-            i += 7
+            i += len(body) + 4
             continue
         if re.match(r"^\s*for \(int t = t_begin; t < t_end; \+\+t\) \{$", ln):
             out.append(ln.replace("t < t_end", ""))

@@ -506,7 +506,7 @@ private:
                 line("if (" + j + " + " + ahead + " < " + j + "_end) {");
                 indent_++;
                 tma_issue(n, "(stage_" + j + " + " + ahead + ") % " + std::to_string(k_.pipeline_stages), lc->loop->var,
-                          HI::Variable::make(Halide::Int(32), lc->loop->var) + (k_.pipeline_stages - 1), true);
+                          int_var(lc->loop->var) + (k_.pipeline_stages - 1), true);
                 indent_--;
                 line("}");
                 break;
@@ -530,7 +530,7 @@ private:
                 shared_load(n, ident(n.dst) + "_buf((stage_" + j + " + " + std::to_string(k_.pipeline_stages - 1) + ") % " +
                                    stages + ")",
                             true, lc->loop->var,
-                            HI::Variable::make(Halide::Int(32), lc->loop->var) + (k_.pipeline_stages - 1));
+                            int_var(lc->loop->var) + (k_.pipeline_stages - 1));
                 indent_--;
                 line("}");
                 line("nd::cp_async_commit();");
@@ -744,7 +744,7 @@ private:
             for (const Node *p : piped) {
                 line("if (" + j + "_begin + " + std::to_string(it) + " < " + j + "_end) {");
                 indent_++;
-                const Expr at = HI::Variable::make(Halide::Int(32), n.var + "_begin") + it;
+                const Expr at = int_var(n.var + "_begin") + it;
                 if (p->copy == CopyKind::Tma)
                     tma_issue(*p, std::to_string(it), n.var, at, false);
                 else

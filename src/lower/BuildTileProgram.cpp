@@ -13,7 +13,6 @@ using namespace tir;
 
 namespace {
 
-Expr ivar(const std::string &n) { return HI::Variable::make(Halide::Int(32), n); }
 Expr fvar(const std::string &n) { return HI::Variable::make(Halide::Float(32), n); }
 Expr neg_inf() { return Expr(-std::numeric_limits<float>::infinity()); }
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
@@ -70,13 +69,13 @@ public:
             p.kernels.push_back(partial_kernel());
             p.kernels.push_back(combine_kernel());
             for (const StageInfo &s : stages_) {
-                Expr n = kw() > 1 ? ivar("chunks") * ivar("batch") * ivar("kv_heads") * bm()
-                                  : ivar("chunks") * ivar("batch") * ivar("q_heads");
+                Expr n = kw() > 1 ? int_var("chunks") * int_var("batch") * int_var("kv_heads") * bm()
+                                  : int_var("chunks") * int_var("batch") * int_var("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
-            p.fold = CombineFold{ivar("b") * ivar("kv_heads") + ivar("hkv"), ivar("batch") * ivar("kv_heads"), ivar("chunks"),
-                                 {{"r0", ivar("b") * ivar("q_heads") + ivar("h0")}, {"r_valid", ivar("group")}}, kw()};
+            p.fold = CombineFold{int_var("b") * int_var("kv_heads") + int_var("hkv"), int_var("batch") * int_var("kv_heads"), int_var("chunks"),
+                                 {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}}, kw()};
         }
         return p;
     }
@@ -109,8 +108,8 @@ private:
     int bt() const { return bn() * kw(); }     // keys per shared K/V tile (the key-split warps' slices)
     // The key of score column `col` in KV tile j: with key-split warps, warp row / 16 holds slice row / 16.
     Expr key_of_col() const {
-        const Expr slice = kw() > 1 ? (ivar("row") / 16) * bn() : Expr(0);
-        return ivar("j") * bt() + slice + ivar("col");
+        const Expr slice = kw() > 1 ? (int_var("row") / 16) * bn() : Expr(0);
+        return int_var("j") * bt() + slice + int_var("col");
     }
 
     const StageInfo &stage_named(const std::string &n) const {
@@ -163,7 +162,7 @@ private:
             std::map<std::string, Expr> rn;
             const size_t off = s.args.size() == 4 ? 1 : 0;
             if (s.args.size() != 3 && s.args.size() != 4) fail(s.name + " must be indexed by ([e,] i, h, b)");
-            if (off) rn[s.args[0]] = ivar("e");
+            if (off) rn[s.args[0]] = int_var("e");
             for (size_t a = 0; a < 3; a++)
                 if (s.args[a + off] != front->args[a])
                     fail(s.name + "'s variables must be named as " + front->name + "'s");
@@ -200,7 +199,7 @@ private:
 
     Expr canon(const Expr &e) const {
         std::map<std::string, Expr> m;
-        for (auto &[from, to] : rename_) m[from] = ivar(to);
+        for (auto &[from, to] : rename_) m[from] = int_var(to);
         return HI::substitute(m, unwrap_inputs(HI::substitute_in_all_lets(e)));
     }
 
@@ -266,8 +265,8 @@ private:
         q_ = cq->name;
         k_ = ck->name;
         const Expr kvarg = ck->args[1], qi = cq->args[1];
-        if (!HI::equal(kvarg, ivar("kv")) || !HI::equal(qi, ivar("i")) || !HI::equal(cq->args[2], ivar("h")) ||
-            !HI::equal(ck->args[3], ivar("b")) || !HI::equal(cq->args[3], ivar("b")))
+        if (!HI::equal(kvarg, int_var("kv")) || !HI::equal(qi, int_var("i")) || !HI::equal(cq->args[2], int_var("h")) ||
+            !HI::equal(ck->args[3], int_var("b")) || !HI::equal(cq->args[3], int_var("b")))
             fail("the dot must read q(d, i, h, b) and k(d, kv, hkv(h), b)");
         hk_ = ck->args[2];
     }
@@ -281,7 +280,7 @@ private:
             using HI::IRMutator::visit;
             Expr visit(const HI::Call *op) override {
                 if (op->name != n) return HI::IRMutator::visit(op);
-                if (!HI::equal(op->args[0], ivar("kv")) || !HI::equal(op->args[1], ivar("i"))) bad = true;
+                if (!HI::equal(op->args[0], int_var("kv")) || !HI::equal(op->args[1], int_var("i"))) bad = true;
                 return HI::Variable::make(Halide::Float(32), "s");
             }
         } rep(score_func_);
@@ -297,8 +296,8 @@ private:
         for (int side = 0; side < 2; side++) {
             const Expr x = side ? m->a : m->b, other = side ? m->b : m->a;
             const HI::Call *c = strip_casts(x).as<HI::Call>();
-            if (c && c->call_type == HI::Call::Image && HI::equal(c->args[0], ivar("e")) &&
-                HI::equal(c->args[1], ivar("kv")) && !HI::expr_uses_var(other, "e")) {
+            if (c && c->call_type == HI::Call::Image && HI::equal(c->args[0], int_var("e")) &&
+                HI::equal(c->args[1], int_var("kv")) && !HI::expr_uses_var(other, "e")) {
                 if (!v_.empty() && v_ != c->name) fail("two different V inputs");
                 v_ = c->name;
                 if (!HI::equal(c->args[2], hk_)) fail("V's head index must be K's");
@@ -316,7 +315,7 @@ private:
         if (n != 3 && n != 4) fail("output " + o.name() + " must be indexed by ([e,] i, h, b)");
         const std::vector<std::string> canon_args = n == 4 ? std::vector<std::string>{"e", "i", "h", "b"}
                                                            : std::vector<std::string>{"i", "h", "b"};
-        for (size_t a = 0; a < n; a++) rn[fn.args()[a]] = ivar(canon_args[a]);
+        for (size_t a = 0; a < n; a++) rn[fn.args()[a]] = int_var(canon_args[a]);
         Expr v = HI::substitute(rn, HI::substitute_in_all_lets(fn.values()[0]));
         class Rep : public HI::IRMutator {
         public:
@@ -353,9 +352,9 @@ private:
         k.warps = opt_.warps;
         k.tensors = {{q_, opt_.dtype, false}, {k_, opt_.dtype, false}, {v_, opt_.dtype, false}};
         // Each input as planes of rows x cols, so loads can also address it by (plane, row): TMA's view.
-        k.views[q_] = {ivar("batch") * ivar("q_heads"), ivar("seq_q"), Expr(opt_.head_dim_qk)};
-        k.views[k_] = {ivar("batch") * ivar("kv_heads"), ivar("seq_kv"), Expr(opt_.head_dim_qk)};
-        k.views[v_] = {ivar("batch") * ivar("kv_heads"), ivar("seq_kv"), Expr(opt_.head_dim_v)};
+        k.views[q_] = {int_var("batch") * int_var("q_heads"), int_var("seq_q"), Expr(opt_.head_dim_qk)};
+        k.views[k_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_qk)};
+        k.views[v_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_v)};
         for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
         return k;
@@ -392,10 +391,10 @@ private:
                 m[t + ".min." + std::to_string(d)] = Expr(0);
             }
         };
-        bind(q_, {Expr(opt_.head_dim_qk), ivar("seq_q"), ivar("q_heads"), ivar("batch")});
-        bind(k_, {Expr(opt_.head_dim_qk), ivar("seq_kv"), ivar("kv_heads"), ivar("batch")});
-        bind(v_, {Expr(opt_.head_dim_v), ivar("seq_kv"), ivar("kv_heads"), ivar("batch")});
-        for (const std::string &t : extra_inputs()) bind(t, {ivar("q_heads")});
+        bind(q_, {Expr(opt_.head_dim_qk), int_var("seq_q"), int_var("q_heads"), int_var("batch")});
+        bind(k_, {Expr(opt_.head_dim_qk), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
+        bind(v_, {Expr(opt_.head_dim_v), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
+        for (const std::string &t : extra_inputs()) bind(t, {int_var("q_heads")});
         return m;
     }
 
@@ -422,15 +421,15 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), ivar("j") * bt(), bind(k_base(), rows),
-                                   Expr(opt_.head_dim_qk), ivar("seq_kv") - ivar("j") * bt(), Expr(opt_.head_dim_qk)));
+        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), int_var("j") * bt(), bind(k_base(), rows),
+                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bt(), Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
         b.push_back(key_split(make_dot("s", "q_a", "k_s", true)));
         std::map<std::string, Expr> cols = rows;
         cols["kv"] = key_of_col();
         const Expr mod = HI::substitute("dot", fvar("s"), bind(modifier_, cols));
         if (!HI::equal(modifier_, fvar("dot"))) b.push_back(make_map("s", mod, "score modifier"));
-        Expr vis = key_of_col() < ivar("seq_kv");
+        Expr vis = key_of_col() < int_var("seq_kv");
         if (visible_.defined()) vis = bind(visible_, cols) && vis;
         b.push_back(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"));
         bool loaded_v = false;
@@ -501,8 +500,8 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), ivar("j") * bt(), bind(v_base(), rows),
-                                               Expr(opt_.head_dim_v), ivar("seq_kv") - ivar("j") * bt(),
+                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bt(), bind(v_base(), rows),
+                                               Expr(opt_.head_dim_v), int_var("seq_kv") - int_var("j") * bt(),
                                                Expr(opt_.head_dim_v)));
                     loaded_v = true;
                 }
@@ -531,12 +530,12 @@ private:
     }
 
     // Element offsets of the slices, over canonical (h, b) and loop variable j.
-    Expr kv_plane() const { return ivar("b") * ivar("kv_heads") + hk_; }
+    Expr kv_plane() const { return int_var("b") * int_var("kv_heads") + hk_; }
     Expr k_base() const {
-        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bt()) * opt_.head_dim_qk;
+        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) * opt_.head_dim_qk;
     }
     Expr v_base() const {
-        return ((ivar("b") * ivar("kv_heads") + hk_) * ivar("seq_kv") + ivar("j") * bt()) * opt_.head_dim_v;
+        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) * opt_.head_dim_v;
     }
 
     void init_states(Kernel &k, Block &b) const {
@@ -590,26 +589,26 @@ private:
         Kernel k = skeleton("neptune_rolling");
         k.min_blocks_per_sm = opt_.min_blocks_per_sm;
         declare_common(k);
-        k.grid_x = (ivar("seq_q") + bm() - 1) / bm();
-        k.grid_y = ivar("q_heads");
-        k.grid_z = ivar("batch");
+        k.grid_x = (int_var("seq_q") + bm() - 1) / bm();
+        k.grid_y = int_var("q_heads");
+        k.grid_z = int_var("batch");
         // Blocks with the most KV tiles first when the mask makes work grow along the queries.
         const bool heavy_first = visible_.defined();
-        k.scalars = {{"q0", (heavy_first ? ivar("grid_x") - 1 - ivar("block_x") : ivar("block_x")) * bm()},
-                     {"h", ivar("block_y")},
-                     {"b", ivar("block_z")},
-                     {"n_tiles", (ivar("seq_kv") + bn() - 1) / bn()}};
-        const std::map<std::string, Expr> rows = {{"i", ivar("q0") + ivar("row")}, {"h", ivar("h")}, {"b", ivar("b")}};
+        k.scalars = {{"q0", (heavy_first ? int_var("grid_x") - 1 - int_var("block_x") : int_var("block_x")) * bm()},
+                     {"h", int_var("block_y")},
+                     {"b", int_var("block_z")},
+                     {"n_tiles", (int_var("seq_kv") + bn() - 1) / bn()}};
+        const std::map<std::string, Expr> rows = {{"i", int_var("q0") + int_var("row")}, {"h", int_var("h")}, {"b", int_var("b")}};
         Block body;
-        const Expr q_plane = ivar("b") * ivar("q_heads") + ivar("h");
-        body.push_back(make_view_load("q_s", q_, q_plane, ivar("q0"), (q_plane * ivar("seq_q") + ivar("q0")) * opt_.head_dim_qk,
-                                      Expr(opt_.head_dim_qk), ivar("seq_q") - ivar("q0"), Expr(opt_.head_dim_qk)));
+        const Expr q_plane = int_var("b") * int_var("q_heads") + int_var("h");
+        body.push_back(make_view_load("q_s", q_, q_plane, int_var("q0"), (q_plane * int_var("seq_q") + int_var("q0")) * opt_.head_dim_qk,
+                                      Expr(opt_.head_dim_qk), int_var("seq_q") - int_var("q0"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
-        body.push_back(make_loop("j", Expr(0), ivar("n_tiles"), state_names(), tile_step(k, rows)));
-        epilogue(k, body, rows, (ivar("b") * ivar("q_heads") + ivar("h")) * ivar("seq_q") + ivar("q0"),
-                 ivar("seq_q") - ivar("q0"));
+        body.push_back(make_loop("j", Expr(0), int_var("n_tiles"), state_names(), tile_step(k, rows)));
+        epilogue(k, body, rows, (int_var("b") * int_var("q_heads") + int_var("h")) * int_var("seq_q") + int_var("q0"),
+                 int_var("seq_q") - int_var("q0"));
         k.body = body;
         return k;
     }
@@ -622,48 +621,48 @@ private:
         k.min_blocks_per_sm = opt_.min_blocks_per_sm;
         k.int_params.push_back("chunks");
         declare_common(k);
-        k.grid_x = ivar("chunks");
-        k.grid_y = ivar("kv_heads");
-        k.grid_z = ivar("batch");
-        k.scalars = {{"chunk", ivar("block_x")},
-                     {"hkv", ivar("block_y")},
-                     {"b", ivar("block_z")},
-                     {"group", ivar("q_heads") / ivar("kv_heads")},
-                     {"h0", ivar("hkv") * ivar("group")},
-                     {"n_tiles", (ivar("seq_kv") + bt() - 1) / bt()}};
+        k.grid_x = int_var("chunks");
+        k.grid_y = int_var("kv_heads");
+        k.grid_z = int_var("batch");
+        k.scalars = {{"chunk", int_var("block_x")},
+                     {"hkv", int_var("block_y")},
+                     {"b", int_var("block_z")},
+                     {"group", int_var("q_heads") / int_var("kv_heads")},
+                     {"h0", int_var("hkv") * int_var("group")},
+                     {"n_tiles", (int_var("seq_kv") + bt() - 1) / bt()}};
         // A chunk's tiles: with interleave_chunks, every tile here and interleave_chunks (after
         // skip_masked_tiles has bounded the loop to the visible ones) deals them out to the chunks;
         // else the chunk's run [j0, j1).
-        Expr loop_begin = Expr(0), loop_end = ivar("n_tiles");
+        Expr loop_begin = Expr(0), loop_end = int_var("n_tiles");
         if (!opt_.interleave_chunks) {
-            k.scalars.push_back({"per_chunk", (ivar("n_tiles") + ivar("chunks") - 1) / ivar("chunks")});
-            k.scalars.push_back({"j0", Halide::min(ivar("chunk") * ivar("per_chunk"), ivar("n_tiles"))});
-            k.scalars.push_back({"j1", Halide::min(ivar("j0") + ivar("per_chunk"), ivar("n_tiles"))});
-            loop_begin = ivar("j0"), loop_end = ivar("j1");
+            k.scalars.push_back({"per_chunk", (int_var("n_tiles") + int_var("chunks") - 1) / int_var("chunks")});
+            k.scalars.push_back({"j0", Halide::min(int_var("chunk") * int_var("per_chunk"), int_var("n_tiles"))});
+            k.scalars.push_back({"j1", Halide::min(int_var("j0") + int_var("per_chunk"), int_var("n_tiles"))});
+            loop_begin = int_var("j0"), loop_end = int_var("j1");
         }
         if (bm() < 16) fail("too few rows");
         if (kw() > 1 && bm() != 16 * kw())
             fail("key-split warps hold one block of 16 query rows each (a KV group of at most 16 query heads)");
         // Rows past the group pad the MMA tile: they take the last head's values (in bounds) and are not stored.
         // Key-split warps repeat the group's rows, one copy per warp.
-        const Expr head_row = kw() > 1 ? ivar("row") % 16 : ivar("row");
+        const Expr head_row = kw() > 1 ? int_var("row") % 16 : int_var("row");
         const std::map<std::string, Expr> rows = {
-            {"i", Expr(0)}, {"h", ivar("h0") + Halide::min(head_row, ivar("group") - 1)}, {"b", ivar("b")}};
+            {"i", Expr(0)}, {"h", int_var("h0") + Halide::min(head_row, int_var("group") - 1)}, {"b", int_var("b")}};
         // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
-        hk_ = ivar("hkv");
+        hk_ = int_var("hkv");
         Block body;
-        body.push_back(make_load("q_s", q_, (ivar("b") * ivar("q_heads") + ivar("h0")) * ivar("seq_q") * opt_.head_dim_qk,
-                                 ivar("seq_q") * opt_.head_dim_qk, ivar("group"), Expr(opt_.head_dim_qk)));
+        body.push_back(make_load("q_s", q_, (int_var("b") * int_var("q_heads") + int_var("h0")) * int_var("seq_q") * opt_.head_dim_qk,
+                                 int_var("seq_q") * opt_.head_dim_qk, int_var("group"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
         body.push_back(make_loop("j", loop_begin, loop_end, state_names(), tile_step(k, rows)));
         // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
         // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
-        const Expr row0 = kw() > 1 ? (ivar("chunk") * ivar("batch") * ivar("kv_heads") + ivar("b") * ivar("kv_heads") +
-                                      ivar("hkv")) * bm()
-                                   : ivar("chunk") * ivar("batch") * ivar("q_heads") + ivar("b") * ivar("q_heads") + ivar("h0");
-        const Expr stored = kw() > 1 ? Expr(bm()) : ivar("group");
+        const Expr row0 = kw() > 1 ? (int_var("chunk") * int_var("batch") * int_var("kv_heads") + int_var("b") * int_var("kv_heads") +
+                                      int_var("hkv")) * bm()
+                                   : int_var("chunk") * int_var("batch") * int_var("q_heads") + int_var("b") * int_var("q_heads") + int_var("h0");
+        const Expr stored = kw() > 1 ? Expr(bm()) : int_var("group");
         for (const StageInfo &si : stages_) {
             k.tensors.push_back({"ws_" + si.name, DType::F32, true});
             if (si.tile) {
@@ -686,24 +685,24 @@ private:
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "chunks"};
         for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
         for (const StageInfo &si : stages_) k.tensors.push_back({"ws_" + si.name, DType::F32, false});
-        k.grid_x = (ivar("batch") * ivar("q_heads") + bm() - 1) / bm();
+        k.grid_x = (int_var("batch") * int_var("q_heads") + bm() - 1) / bm();
         k.grid_y = Expr(1);
         k.grid_z = Expr(1);
         // r0 and r_valid are the block's rows: fold_combine rebinds them to one partial block's group.
-        k.scalars = {{"r0", ivar("block_x") * bm()},
-                     {"n_rows", ivar("batch") * ivar("q_heads")},
-                     {"r_valid", ivar("n_rows") - ivar("r0")}};
-        const Expr valid = ivar("r_valid");
-        const Expr r = Halide::min(ivar("r0") + ivar("row"), ivar("n_rows") - 1);  // padding rows stay in bounds
-        const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % ivar("q_heads")}, {"b", r / ivar("q_heads")}};
+        k.scalars = {{"r0", int_var("block_x") * bm()},
+                     {"n_rows", int_var("batch") * int_var("q_heads")},
+                     {"r_valid", int_var("n_rows") - int_var("r0")}};
+        const Expr valid = int_var("r_valid");
+        const Expr r = Halide::min(int_var("r0") + int_var("row"), int_var("n_rows") - 1);  // padding rows stay in bounds
+        const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % int_var("q_heads")}, {"b", r / int_var("q_heads")}};
         Block body;
         init_states(k, body);
         // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps, in the
         // block of bm() rows of (chunk, group); folded, r0 is the group's first row, group * its index.
-        const Expr group_index = ivar("r0") / (ivar("q_heads") / ivar("kv_heads"));
+        const Expr group_index = int_var("r0") / (int_var("q_heads") / int_var("kv_heads"));
         const Expr chunk_row0 =
-            kw() > 1 ? ((ivar("p") / kw()) * ivar("batch") * ivar("kv_heads") + group_index) * bm() + (ivar("p") % kw()) * 16
-                     : ivar("p") * ivar("n_rows") + ivar("r0");
+            kw() > 1 ? ((int_var("p") / kw()) * int_var("batch") * int_var("kv_heads") + group_index) * bm() + (int_var("p") % kw()) * 16
+                     : int_var("p") * int_var("n_rows") + int_var("r0");
         Block step;
         for (const StageInfo &si : stages_) {  // the chunk's states: independent loads, issued together
             const std::string part = si.name + "_p";
@@ -765,8 +764,8 @@ private:
             merged.push_back(si.name);
         }
         for (const std::string &n : merged) step.push_back(make_row_map(n, fvar(n + "_new")));
-        body.push_back(make_loop("p", Expr(0), ivar("chunks") * kw(), state_names(), step));
-        epilogue(k, body, rows, ivar("r0"), valid);
+        body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), state_names(), step));
+        epilogue(k, body, rows, int_var("r0"), valid);
         k.body = body;
         return k;
     }

@@ -10,21 +10,6 @@ using namespace tir;
 
 namespace {
 
-Expr ivar(const std::string &n) { return HI::Variable::make(Halide::Int(32), n); }
-
-// `s` with `var` replaced by `value` in every expression, bodies included.
-Stmt substitute(const Stmt &s, const std::string &var, const Expr &value) {
-    auto sub = [&](Expr &e) {
-        if (e.defined()) e = HI::substitute(var, value, e);
-    };
-    return with(s, [&](Node &n) {
-        for (Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane, &n.row, &n.ring,
-                        &n.begin, &n.end, &n.cond})
-            sub(*e);
-        for (Stmt &b : n.body) b = substitute(b, var, value);
-    });
-}
-
 bool has_scalar(const Kernel &k, const std::string &name) {
     return std::any_of(k.scalars.begin(), k.scalars.end(), [&](const ScalarDef &d) { return d.name == name; });
 }
@@ -39,17 +24,19 @@ Kernel interleave_chunks(const Kernel &k, bool on) {
     bool changed = false;
     for (Stmt &s : out.body) {
         if (s->kind != NodeKind::CarriedLoop || s->var != "j") continue;
-        const Expr chunks = ivar("chunks");
+        const Expr chunks = int_var("chunks");
         // The first tile of [begin, end) that is chunk modulo chunks (Halide's % is never negative).
-        out.scalars.push_back({"j_first", HI::simplify(s->begin + (ivar("chunk") - s->begin) % chunks)});
+        out.scalars.push_back({"j_first", HI::simplify(s->begin + (int_var("chunk") - s->begin) % chunks)});
         out.scalars.push_back(
-            {"n_own", HI::simplify(Halide::max((s->end - ivar("j_first") + chunks - 1) / chunks, 0))});
+            {"n_own", HI::simplify(Halide::max((s->end - int_var("j_first") + chunks - 1) / chunks, 0))});
+        const Expr tile = int_var("j_first") + chunks * int_var("t");
         Block body;
-        for (const Stmt &b : s->body) body.push_back(substitute(b, "j", ivar("j_first") + chunks * ivar("t")));
+        for (const Stmt &b : s->body)
+            body.push_back(with_exprs(b, [&](const Expr &e) { return HI::substitute("j", tile, e); }, true));
         s = with(s, [&](Node &n) {
             n.var = "t";
             n.begin = Expr(0);
-            n.end = ivar("n_own");
+            n.end = int_var("n_own");
             n.body = body;
         });
         changed = true;

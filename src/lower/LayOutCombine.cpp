@@ -165,7 +165,7 @@ Stmt strip_of(const Stmt &s, const Halide::Expr &first) {
             break;
         case NodeKind::TileMap:
         case NodeKind::RowMap:
-            n.value = HI::substitute("row", HI::Variable::make(Halide::Int(32), "row") + first, n.value);
+            n.value = HI::substitute("row", int_var("row") + first, n.value);
             break;
         default: break;
         }
@@ -192,7 +192,7 @@ Halide::Expr most_rows(const Block &body, int rows) {
 /** The region as a loop over strips of kStripRows rows, skipping strips past every slice's rows. */
 Block in_strips(const Kernel &k, const Block &region, std::set<std::string> &in_use) {
     const std::string strip = fresh_name(in_use, "strip");
-    const Halide::Expr first = HI::Variable::make(Halide::Int(32), strip) * kStripRows;
+    const Halide::Expr first = int_var(strip) * kStripRows;
     Block body;
     for (const Stmt &s : region) body.push_back(strip_of(s, first));
     const Halide::Expr strips = (most_rows(region, k.rows()) + (kStripRows - 1)) / kStripRows;

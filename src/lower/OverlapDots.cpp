@@ -21,11 +21,8 @@ bool load_dot_release(const Block &b, size_t at, const std::string &operand_b) {
 
 // A copy of the load / release with the loop variable one iteration back (C for tile j - 1).
 Stmt previous_iteration(const Stmt &s, const std::string &var) {
-    const Expr prev = HI::Variable::make(Halide::Int(32), var) - 1;
-    auto sub = [&](const Expr &e) { return e.defined() ? HI::simplify(HI::substitute(var, prev, e)) : e; };
-    return with(s, [&](Node &n) {
-        for (Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.plane, &n.row, &n.ring}) *e = sub(*e);
-    });
+    const Expr prev = int_var(var) - 1;
+    return with_exprs(s, [&](const Expr &e) { return HI::simplify(HI::substitute(var, prev, e)); }, false);
 }
 
 Stmt async_dot(const Stmt &s) {

@@ -38,7 +38,7 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
             n.copy = CopyKind::Tma;
             n.stage = loop ? 0 : -1;
             // One load per iteration: iteration j's is the ring's (j - begin)-th.
-            if (loop) n.ring = Halide::Internal::Variable::make(Halide::Int(32), loop->var) - loop->begin;
+            if (loop) n.ring = int_var(loop->var) - loop->begin;
         });
     };
     Block top;
@@ -69,7 +69,7 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
             for (size_t i = 0; i < body.size(); i++)
                 if (reads_anywhere(body[i], t)) last = i;
             body.insert(body.begin() + long(last) + 1,
-                        make_release(t, Halide::Internal::Variable::make(Halide::Int(32), s->var) - s->begin));
+                        make_release(t, int_var(s->var) - s->begin));
         }
         s = with(s, [&](Node &n) { n.body = body; });
     }

@@ -55,7 +55,7 @@ Stmt padded(const Stmt &loop, int u) {
     while (lead < loop->body.size() && is_load(loop->body[lead])) lead++;
     for (size_t i = lead; i < loop->body.size(); i++)
         if (loop->body[i]->kind != NodeKind::TileMap && loop->body[i]->kind != NodeKind::RowMap) return plain();
-    const Halide::Expr var = HI::Variable::make(Halide::Int(32), loop->var);
+    const Halide::Expr var = int_var(loop->var);
     const Halide::Expr in_range = var < loop->end;
     const std::set<std::string> carried(loop->carried.begin(), loop->carried.end());
     Block body;

@@ -266,4 +266,18 @@ Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
     return n;
 }
 
+Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body) {
+    return with(s, [&](Node &n) {
+        for (Halide::Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane, &n.row,
+                                &n.ring, &n.begin, &n.end, &n.cond})
+            if (e->defined()) *e = f(*e);
+        if (with_body)
+            for (Stmt &b : n.body) b = with_exprs(b, f, true);
+    });
+}
+
+Halide::Expr int_var(const std::string &name) {
+    return Halide::Internal::Variable::make(Halide::Int(32), name);
+}
+
 }  // namespace neptune::tir

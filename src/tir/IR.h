@@ -256,6 +256,11 @@ struct Kernel;
 void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
+/** A copy of `s` with `f` applied to each of its defined expressions (offsets, bounds, values,
+ * rows, ring positions, loop bounds, conditions), and to its body's when `with_body`. */
+Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body);
+/** The Int(32) variable `name`: a scalar, int parameter, block index or loop variable. */
+Halide::Expr int_var(const std::string &name);
 
 /** One kernel: parameters, launch shape, declared values and the statements of one thread block. */
 struct Kernel {
