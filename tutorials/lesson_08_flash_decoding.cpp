@@ -74,7 +74,9 @@ std::vector<HostTensor> interpret(const tir::Program &p, const OperatorInstance 
                                   int chunks) {
     tir::LaunchArgs args;
     args.ints = {{"batch", inst.batch}, {"q_heads", inst.spec.attention.q_heads},
-                 {"kv_heads", inst.spec.attention.kv_heads}, {"seq_q", 1}, {"seq_kv", inst.seq}, {"chunks", chunks}};
+                 {"kv_heads", inst.spec.attention.kv_heads}, {"seq_q", 1}, {"seq_kv", inst.seq}, {"chunks", chunks},
+                 // chunk c takes tiles c, c + chunks, ...; 0 would give each chunk a run of tiles
+                 {"interleave", 1}};
     std::vector<HostTensor> out = make_outputs(inst), ws;
     ws.reserve(p.workspaces.size());
     for (const tir::Workspace &w : p.workspaces) {

@@ -294,7 +294,7 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
         ->check(CLI::Range(-1, 1));
     sub->add_option("--interleave-chunks", o.interleave_chunks,
                     "decode: 1 chunk c takes KV tiles c, c + chunks, ... (a group's blocks stream neighbouring "
-                    "tiles together), 0 a run of consecutive tiles; -1 = 1 where batch x KV heads is at least a quarter of the SMs (few chunks)")
+                    "tiles together), 0 a run of consecutive tiles; -1 = 1 where there are 4 chunks or fewer")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
     sub->add_option("--warp-rows-combine", o.warp_rows_combine,

@@ -7,7 +7,7 @@ namespace neptune::internal {
 
 int decode_stages(int64_t blocks, int sms) { return blocks >= int64_t(sms) ? 2 : 3; }
 
-bool decode_interleave_chunks(int64_t blocks, int sms) { return blocks * 4 >= int64_t(sms); }
+bool decode_interleave_chunks(int64_t chunks) { return chunks <= 4; }
 
 int decode_block_n(int64_t blocks, int sms, int head_dim) {
     return blocks * 16 <= int64_t(sms) && head_dim <= 128 ? 64 : 32;

@@ -39,12 +39,12 @@ int decode_block_n(int64_t blocks, int sms, int head_dim);
  * decode_gqa 8,8192 (64 groups) 3.37 with 3 against 3.32 with 2. */
 int decode_stages(int64_t blocks, int sms);
 
-/** Whether decode's chunks take their tiles round-robin (interleave_chunks) for `blocks` (batch x KV
- * heads) groups on `sms` SMs: where the groups are at least a quarter of the SMs (the chunk rule then
- * gives few chunks: 4 at 64 groups on 132 SMs, 2 at 256; 8 or more below 33 groups). Measured on the H200 (perf-log.md, session 18): decode_causal 8,8192 (2
- * chunks) 251.6 against 253.2 us in runs, decode_gqa 8,8192 (4) 79.2 against 79.7; decode_gqa 1,8192
- * (16 chunks) 25.5 against 25.0, a block's stream then jumping 16 tiles at every step. */
-bool decode_interleave_chunks(int64_t blocks, int sms);
+/** Whether decode's `chunks` chunks take their tiles round-robin (the partial kernel's `interleave`
+ * parameter, lower/DealChunkTiles.h) rather than in runs: where they are 4 or fewer. Measured on the
+ * H200 (perf-log.md, session 18): decode_causal 8,8192 (2 chunks) 251.6 against 253.2 us in runs,
+ * decode_gqa 8,8192 (4) 79.2 against 79.7; decode_gqa 4,8192 (8) 49.5 against 49.2 and decode_gqa
+ * 1,8192 (16) 25.5 against 25.0, a block's stream then jumping 8 or 16 tiles at every step. */
+bool decode_interleave_chunks(int64_t chunks);
 
 /** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
  * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the

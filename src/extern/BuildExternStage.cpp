@@ -197,11 +197,13 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     const int num_buffers = int(d.buffers.size());
     if (num_buffers > interop::max_extern_buffers) fail("more buffers than an extern entry point takes");
 
-    // 3. Scalars: every int parameter of the kernels but the chunk count, as Exprs of the pipeline.
+    // 3. Scalars: every int parameter of the kernels but split-K's chunk count and tile order (the
+    // launcher picks those), as Exprs of the pipeline.
     std::vector<Halide::Expr> scalars;
     for (const tir::Kernel &k : programs[0].kernels)
         for (const std::string &p : k.int_params) {
-            if (p == "chunks" || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end()) continue;
+            if (p == "chunks" || p == "interleave" || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end())
+                continue;
             auto e = extent_of.find(p);
             if (e == extent_of.end())
                 fail("the extent " + p + " is in no input buffer (the group reads Funcs); pass ExternOptions::extents[\"" +
@@ -245,7 +247,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
             for (const std::string &t : k.tensors)
                 if (!known.count(t)) throw InternalError(where + ": kernel " + k.name + " reads " + t + ", no buffer of the stage");
             for (const std::string &n : k.ints)
-                if (n != "chunks" && !has(n)) throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
+                if (n != "chunks" && n != "interleave" && !has(n)) throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
         }
         d.sets.push_back(std::move(ks));
     }

@@ -8,7 +8,7 @@
  *   buffers  q [dqk, seq_q, q_heads, batch], k [dqk, seq_kv, kv_heads, batch], v [dv, ...],
  *            f32 extras [q_heads] (ALiBi slopes), then the output [dv, seq_q, q_heads, batch]
  *            (innermost first, dense, min 0; the dims of lower/BuildTileProgram's tensors);
- *   scalars  the kernels' int parameters but "chunks", as int32 Exprs of the pipeline;
+ *   scalars  the kernels' int parameters but "chunks" and "interleave", as int32 Exprs of the pipeline;
  *   bounds   the output is bound() to its whole extent, so intermediate realizations are whole. */
 #include "Halide.h"
 #include "api/FusedGroups.h"

@@ -171,9 +171,6 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
     if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
         c.block_n = internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
-    // ... and the order of each chunk's tiles.
-    if (a.decode && opt.interleave_chunks < 0)
-        c.interleave_chunks = internal::decode_interleave_chunks(inst.batch * a.kv_heads, info.sm_count) ? 1 : 0;
     internal::OperatorLowering lowered = internal::lower_operator(inst, c);
     m.program = std::move(lowered.program);
     m.ints = std::move(lowered.ints);
@@ -182,6 +179,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2],
                                                     partial.values.at("k_s").rows, info.sm_count,
                                                     internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
+        // ... and the order of each chunk's tiles, by that count.
+        if (opt.interleave_chunks < 0) m.ints["interleave"] = internal::decode_interleave_chunks(m.ints["chunks"]);
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-

@@ -22,7 +22,7 @@ struct GpuOptions {
     int stages = 0;     // K/V copies in flight (cp.async stages or TMA ring buffers); 0: the default
     int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (fewer where their tiles exceed 128 registers); 0: 4, 1: off
     int fold_combine = -1;  // decode: 1 the last block of each group combines, 0 a separate combine kernel; -1: 1
-    int interleave_chunks = -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: where chunks are few
+    int interleave_chunks = -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: where chunks are 4 or fewer
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers (float4 rows), 0 in mma fragments; -1: 1
     int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1; // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default

@@ -243,6 +243,8 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     } else if (g.desc.chunks > 0) {
         vars["chunks"] = g.desc.chunks;
     }
+    // Split-K's tile order follows the chunk count (decode's partial kernel takes it as `interleave`).
+    if (g.desc.chunks) vars["interleave"] = internal::decode_interleave_chunks(vars.at("chunks"));
     std::map<std::string, void *> address;
     std::vector<char> allocated(g.desc.buffers.size(), 0);
     for (size_t i = 0; i < g.desc.buffers.size(); i++) {

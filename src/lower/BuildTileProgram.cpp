@@ -630,16 +630,8 @@ private:
                      {"group", int_var("q_heads") / int_var("kv_heads")},
                      {"h0", int_var("hkv") * int_var("group")},
                      {"n_tiles", (int_var("seq_kv") + bt() - 1) / bt()}};
-        // A chunk's tiles: with interleave_chunks, every tile here and interleave_chunks (after
-        // skip_masked_tiles has bounded the loop to the visible ones) deals them out to the chunks;
-        // else the chunk's run [j0, j1).
-        Expr loop_begin = Expr(0), loop_end = int_var("n_tiles");
-        if (!opt_.interleave_chunks) {
-            k.scalars.push_back({"per_chunk", (int_var("n_tiles") + int_var("chunks") - 1) / int_var("chunks")});
-            k.scalars.push_back({"j0", Halide::min(int_var("chunk") * int_var("per_chunk"), int_var("n_tiles"))});
-            k.scalars.push_back({"j1", Halide::min(int_var("j0") + int_var("per_chunk"), int_var("n_tiles"))});
-            loop_begin = int_var("j0"), loop_end = int_var("j1");
-        }
+        // Every tile here: skip_masked_tiles bounds the loop to the visible ones and deal_chunk_tiles
+        // deals those out to the chunks.
         if (bm() < 16) fail("too few rows");
         if (kw() > 1 && bm() != 16 * kw())
             fail("key-split warps hold one block of 16 query rows each (a KV group of at most 16 query heads)");
@@ -656,7 +648,7 @@ private:
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
-        body.push_back(make_loop("j", loop_begin, loop_end, state_names(), tile_step(k, rows)));
+        body.push_back(make_loop("j", Expr(0), int_var("n_tiles"), state_names(), tile_step(k, rows)));
         // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
         // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
         const Expr row0 = kw() > 1 ? (int_var("chunk") * int_var("batch") * int_var("kv_heads") + int_var("b") * int_var("kv_heads") +

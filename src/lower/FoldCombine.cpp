@@ -30,8 +30,12 @@ Program fold_combine(const Program &p, bool enabled) {
     auto fail = [&](const std::string &why) -> void {
         throw InternalError("fold_combine: " + partial.name + " and " + combine.name + ": " + why);
     };
-    if (partial.int_params != combine.int_params || partial.float_params != combine.float_params)
-        fail("the kernels take different scalar parameters");
+    // The folded kernel takes the partial's parameters: they must include the combine's (the partial
+    // may take more, e.g. its tile order).
+    for (const std::string &n : combine.int_params)
+        if (std::find(partial.int_params.begin(), partial.int_params.end(), n) == partial.int_params.end())
+            fail("the combine takes int parameter '" + n + "', the partial kernel does not");
+    if (partial.float_params != combine.float_params) fail("the kernels take different float parameters");
     if (partial.warps != combine.warps || partial.producer_warps || combine.producer_warps)
         fail("the kernels need the same compute warps and no producer warps");
     const std::string counter = "ws_arrivals";

@@ -15,7 +15,8 @@ namespace neptune::internal {
  * new zeroed workspace "ws_arrivals" (one counter per group) whose body is the combine's, with the
  * combine's block-dependent scalars rebound as `fold` says; with one arrival per group (one chunk), the
  * combine's epilogue (what follows its loop over chunks) on the partial's own state instead. The
- * kernels must agree on their int parameters and warps, and values of the same name on their types.
+ * partial kernel must take the combine's int parameters (and may take more), the kernels the same
+ * float parameters and warps, and values of the same name on their types.
  * `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs
  * before plan_shared_memory). */
 tir::Program fold_combine(const tir::Program &p, bool enabled);

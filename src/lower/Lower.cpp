@@ -10,7 +10,7 @@
 #include "lower/FoldCombine.h"
 #include "lower/FoldConstantScales.h"
 #include "lower/HoistRowInvariants.h"
-#include "lower/InterleaveChunks.h"
+#include "lower/DealChunkTiles.h"
 #include "lower/LayOutCombine.h"
 #include "lower/OverlapDots.h"
 #include "lower/PipelineLoads.h"
@@ -98,8 +98,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("build_tile_program", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return skip_masked_tiles(k, opt.block_n); });
     log("skip_masked_tiles", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return interleave_chunks(k, opt.interleave_chunks); });  // deals out the tiles skipping left
-    log("interleave_chunks", p);
+    p = each_kernel(p, deal_chunk_tiles);  // deals out the tiles skipping left
+    log("deal_chunk_tiles", p);
     p = each_kernel(p, defer_score_scale);  // before hoisting, which folds the scale into the exp's FFMA
     log("defer_score_scale", p);
     p = each_kernel(p, hoist_row_invariants);  // after skipping: the mask map stays per element

@@ -28,8 +28,6 @@ struct LowerOptions {
     int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
     int unroll_chunks = 1;                    // loops over global loads only (split-K combine): chunks in flight; 1 off
     bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
-    bool interleave_chunks = true;            // split-K: chunk c takes KV tiles c, c + chunks, ... (a group's
-                                              // blocks stream neighbouring tiles together) rather than a run
     bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
     bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
                                               // (one thread per tile, mbarriers) instead of cp.async

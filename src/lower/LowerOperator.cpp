@@ -1,5 +1,6 @@
 #include "lower/LowerOperator.h"
 
+#include "core/SplitChunks.h"
 #include "lower/Lower.h"
 #include "neptune/Error.h"
 #include "neptune/algorithms/Schedules.h"
@@ -27,7 +28,6 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
-    if (c.interleave_chunks >= 0) lo.interleave_chunks = c.interleave_chunks == 1;
     if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
     if (c.tma_loads == 1 && c.arch != GpuArch::Sm90a)
         throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));
@@ -66,6 +66,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         choice.variant = algorithms::FusionVariant::SplitK;
         choice.chunks = c.chunks;
         out.ints["chunks"] = c.chunks;
+        out.ints["interleave"] = c.interleave_chunks >= 0 ? c.interleave_chunks : decode_interleave_chunks(c.chunks);
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);

@@ -27,7 +27,8 @@ struct LoweringChoices {
     int stages = 0;       // pipelined copies of K and V in flight (cp.async or TMA ring)
     int unroll_chunks = 0;  // decode's combine: chunks its loops have in flight (unroll_chunk_loops); 0 the default (4), 1 off
     int fold_combine = -1;  // decode: 1 the last block of each group combines (one kernel), 0 a combine kernel; -1: 1
-    int interleave_chunks = -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: 1
+    int interleave_chunks = -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: by
+                                 // the chunk count (decode_interleave_chunks). A kernel parameter too
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers, 0 in mma fragments; -1: 1
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA, 0 cp.async; -1: the default

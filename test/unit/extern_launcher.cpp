@@ -187,17 +187,16 @@ TEST_CASE("extern launcher: decode's tiles are 64 keys only at one block per SM 
     CHECK(internal::decode_block_n(32, 132, 128) == 32);      // decode_causal 1,8192
 }
 
-TEST_CASE("extern launcher: decode's chunks take tiles round-robin where the rule gives 4 chunks or fewer") {
-    CHECK(internal::decode_interleave_chunks(256, 132));   // decode_causal 8,8192: 2 chunks
-    CHECK(internal::decode_interleave_chunks(64, 132));    // decode_gqa 8,8192: 4 chunks
-    CHECK(internal::decode_interleave_chunks(33, 132));    // 33 x 4 = 132
-    CHECK_FALSE(internal::decode_interleave_chunks(32, 132));  // decode_causal 1,8192, decode_gqa 4,8192: 8 chunks
-    CHECK_FALSE(internal::decode_interleave_chunks(8, 132));   // decode_gqa 1,8192: 16 chunks
-    for (int64_t groups : {8, 16, 32, 64, 128, 256}) {
-        INFO(groups << " groups");
-        // The chunk rule's count at 8192 keys (6 blocks per SM) is at most 4 exactly where tiles interleave.
-        CHECK(internal::decode_interleave_chunks(groups, 132) == (internal::split_k_chunks(groups, 8192, 32, 132, 6) <= 4));
-    }
+TEST_CASE("extern launcher: decode's chunks take tiles round-robin where they are 4 or fewer") {
+    for (int64_t chunks = 1; chunks <= 4; chunks++) CHECK(internal::decode_interleave_chunks(chunks));
+    CHECK_FALSE(internal::decode_interleave_chunks(5));
+    CHECK_FALSE(internal::decode_interleave_chunks(8));   // decode_causal 1,8192, decode_gqa 4,8192
+    CHECK_FALSE(internal::decode_interleave_chunks(16));  // decode_gqa 1,8192
+    // On the H200's 132 SMs at 8192 keys (6 blocks per SM): decode_causal 8,8192 (256 groups) and
+    // decode_gqa 8,8192 (64) interleave, decode_gqa 1,8192 (8 groups) takes runs.
+    CHECK(internal::decode_interleave_chunks(internal::split_k_chunks(256, 8192, 32, 132, 6)));
+    CHECK(internal::decode_interleave_chunks(internal::split_k_chunks(64, 8192, 32, 132, 6)));
+    CHECK_FALSE(internal::decode_interleave_chunks(internal::split_k_chunks(8, 8192, 32, 132, 6)));
 }
 
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {

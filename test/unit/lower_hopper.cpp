@@ -141,13 +141,13 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
         CHECK(l.alignment_slack == 1024);
         for (const char *t : {"k_s", "v_s"}) CHECK(l.offset.at(t) % 1024 == 0);
         const std::string listing = to_string(k);
-        CHECK(contains(listing, "k_s = load k[plane b * kv_heads + hkv, row (j_first + chunks * t) * 32]  // tma stage 0\n"));
+        CHECK(contains(listing, "k_s = load k[plane b * kv_heads + hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
         CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 64 B"));
         // The emitted loop waits for this iteration's copy, then thread 0 refills the previous buffer.
         const std::string src = internal::emit_cuda(p);
         INFO(src);
         CHECK(contains(src, "nd::mbarrier_wait(k_s_full + stage_t, phase_t);"));
-        CHECK(contains(src, "nd::tma_load_tile(v_s_buf((stage_t + 2) % 3), v_map, ((j_first + (chunks * (t + 2))) * 32)"));
+        CHECK(contains(src, "nd::tma_load_tile(v_s_buf((stage_t + 2) % 3), v_map, ((j_first + (j_step * (t + 2))) * 32)"));
         CHECK_FALSE(contains(src, "load_tile_async"));
         internal::NvrtcOptions no;
         no.cubin = true;
