@@ -85,53 +85,60 @@ TEST_CASE("lower: causal and windowed masks narrow the KV loop and mask only par
 }
 
 TEST_CASE("lower: deal_chunk_tiles gives decode's chunks the visible tiles round-robin or in runs, each exactly once") {
-    const tir::Program p = internal::lower_operator(instantiate(*find_operator("decode_causal"), 1, 256)).program;
-    const tir::Kernel &k = p.kernels.at(0);
-    INFO(tir::to_string(p));
-    CHECK(std::find(k.int_params.begin(), k.int_params.end(), "interleave") != k.int_params.end());
-    CHECK(tir::to_string(p).find("for t in [0, n_own)") != std::string::npos);
-    // Which tiles each chunk's block takes, from the kernel's own scalars, in both orders (a launch-time
-    // parameter), for sequences ending inside a tile and on its edge, with more chunks than tiles:
-    // together every tile of the sequence once; interleaved, chunk c's tiles are c modulo chunks; in
-    // runs, each chunk's tiles follow each other and come after the previous chunk's.
-    for (const int interleave : {1, 0})
-        for (const int seq_kv : {1, 31, 32, 33, 256, 1000})
-            for (const int chunks : {1, 2, 3, 7, 40}) {
-                std::vector<int> seen((seq_kv + 31) / 32, 0);
-                int last = -1;
-                for (int chunk = 0; chunk < chunks; chunk++) {
-                    std::map<std::string, Halide::Expr> env = {{"block_x", chunk}, {"block_y", 0}, {"block_z", 0},
-                                                               {"chunks", chunks}, {"interleave", interleave},
-                                                               {"seq_kv", seq_kv}, {"seq_q", 1},
-                                                               {"batch", 1}, {"q_heads", 32}, {"kv_heads", 32}};
-                    auto eval = [&](const Halide::Expr &e) {
-                        const Halide::Expr v = Halide::Internal::simplify(Halide::Internal::substitute(env, e));
-                        REQUIRE(v.as<Halide::Internal::IntImm>());
-                        return int(v.as<Halide::Internal::IntImm>()->value);
-                    };
-                    for (const tir::ScalarDef &d : k.scalars) env[d.name] = eval(d.value);
-                    for (const tir::Stmt &s : k.body) {
-                        if (s->kind != tir::NodeKind::CarriedLoop) continue;
-                        // The K load's row names the tile: row = tile * 32.
-                        const tir::Stmt &load = s->body.at(0);
-                        REQUIRE(load->kind == tir::NodeKind::TileLoad);
-                        for (int it = eval(s->begin); it < eval(s->end); it++) {
-                            env[s->var] = it;
-                            const int tile = eval(load->row) / 32;
-                            INFO("interleave " << interleave << " S=" << seq_kv << " chunks " << chunks << " chunk "
-                                               << chunk << " tile " << tile);
-                            REQUIRE(tile >= 0);
-                            REQUIRE(tile < int(seen.size()));
-                            if (interleave) CHECK(tile % chunks == chunk);
-                            if (!interleave) CHECK(tile == last + 1);
-                            last = tile;
-                            seen[tile]++;
+    // Causal decode sees every key; with a window of 100 keys (q - 100 < kv <= q, the query the last
+    // position) only the tiles from floor((seq_kv - 100) / 32) on, so the dealt range starts past 0.
+    for (const int window : {0, 100}) {
+        OperatorSpec spec = *find_operator("decode_causal");
+        if (window) spec.attention.mask = Mask::Window, spec.attention.window = window;
+        const tir::Program p = internal::lower_operator(instantiate(spec, 1, 256)).program;
+        const tir::Kernel &k = p.kernels.at(0);
+        INFO(tir::to_string(p));
+        CHECK(std::find(k.int_params.begin(), k.int_params.end(), "interleave") != k.int_params.end());
+        CHECK(tir::to_string(p).find("for t in [0, n_own)") != std::string::npos);
+        // Which tiles each chunk's block takes, from the kernel's own scalars, in both orders (a launch-time
+        // parameter), for sequences ending inside a tile and on its edge, with more chunks than tiles:
+        // together every visible tile once and no other; interleaved, chunk c's tiles are c modulo chunks;
+        // in runs, each chunk's tiles follow each other and come after the previous chunk's.
+        for (const int interleave : {1, 0})
+            for (const int seq_kv : {1, 31, 32, 33, 256, 1000})
+                for (const int chunks : {1, 2, 3, 7, 40}) {
+                    std::vector<int> seen((seq_kv + 31) / 32, 0);
+                    const int first = window ? std::max(0, seq_kv - window) / 32 : 0;
+                    int last = first - 1;
+                    for (int chunk = 0; chunk < chunks; chunk++) {
+                        std::map<std::string, Halide::Expr> env = {{"block_x", chunk}, {"block_y", 0}, {"block_z", 0},
+                                                                   {"chunks", chunks}, {"interleave", interleave},
+                                                                   {"seq_kv", seq_kv}, {"seq_q", 1},
+                                                                   {"batch", 1}, {"q_heads", 32}, {"kv_heads", 32}};
+                        auto eval = [&](const Halide::Expr &e) {
+                            const Halide::Expr v = Halide::Internal::simplify(Halide::Internal::substitute(env, e));
+                            REQUIRE(v.as<Halide::Internal::IntImm>());
+                            return int(v.as<Halide::Internal::IntImm>()->value);
+                        };
+                        for (const tir::ScalarDef &d : k.scalars) env[d.name] = eval(d.value);
+                        for (const tir::Stmt &s : k.body) {
+                            if (s->kind != tir::NodeKind::CarriedLoop) continue;
+                            // The K load's row names the tile: row = tile * 32.
+                            const tir::Stmt &load = s->body.at(0);
+                            REQUIRE(load->kind == tir::NodeKind::TileLoad);
+                            for (int it = eval(s->begin); it < eval(s->end); it++) {
+                                env[s->var] = it;
+                                const int tile = eval(load->row) / 32;
+                                INFO("interleave " << interleave << " S=" << seq_kv << " chunks " << chunks << " chunk "
+                                                   << chunk << " tile " << tile);
+                                REQUIRE(tile >= 0);
+                                REQUIRE(tile < int(seen.size()));
+                                if (interleave) CHECK(tile % chunks == chunk);
+                                if (!interleave) CHECK(tile == last + 1);
+                                last = tile;
+                                seen[tile]++;
+                            }
                         }
                     }
+                    INFO("window " << window << " interleave " << interleave << " S=" << seq_kv << " chunks " << chunks);
+                    for (int j = 0; j < int(seen.size()); j++) CHECK(seen[j] == (j >= first ? 1 : 0));
                 }
-                INFO("interleave " << interleave << " S=" << seq_kv << " chunks " << chunks);
-                CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));
-            }
+    }
 }
 
 TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm_90a without spills (ptxas report)") {
