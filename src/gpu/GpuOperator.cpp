@@ -285,7 +285,12 @@ std::string GpuOperator::describe() const {
            << eval_int(k.grid_z, impl_->ints) << "), " << k.threads() << " threads"
            << (k.producer_warps ? " (" + std::to_string(32 * k.producer_warps) + " issuing TMA copies)" : std::string())
            << ", " << k.shared_bytes << " B shared, " << arch_name(impl_->program.arch) << "\n";
-    if (impl_->ints.count("chunks")) os << "split-K chunks: " << impl_->ints.at("chunks") << "\n";
+    if (impl_->ints.count("chunks")) {
+        os << "split-K chunks: " << impl_->ints.at("chunks");
+        if (impl_->ints.count("interleave"))
+            os << (impl_->ints.at("interleave") ? ", tiles dealt round-robin" : ", a run of tiles each");
+        os << "\n";
+    }
     return os.str();
 }
 
