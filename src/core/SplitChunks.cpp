@@ -9,6 +9,13 @@ int decode_stages(int64_t blocks, int sms) { return blocks >= int64_t(sms) ? 2 :
 
 bool decode_interleave_chunks(int64_t chunks) { return chunks <= 4; }
 
+bool is_split_k_launch_param(const std::string &param) { return param == "chunks" || param == "interleave"; }
+
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int interleave_choice) {
+    ints["chunks"] = chunks;
+    ints["interleave"] = interleave_choice >= 0 ? interleave_choice : decode_interleave_chunks(chunks);
+}
+
 int decode_block_n(int64_t blocks, int sms, int head_dim) {
     return blocks * 16 <= int64_t(sms) && head_dim <= 128 ? 64 : 32;
 }

@@ -7,6 +7,8 @@
  * operator pipelines decode's copies for its shape (AOT kernels, compiled for any shape, keep the
  * lowering's default of 3). */
 #include <cstdint>
+#include <map>
+#include <string>
 
 namespace neptune::internal {
 
@@ -45,6 +47,14 @@ int decode_stages(int64_t blocks, int sms);
  * decode_gqa 8,8192 (4) 79.2 against 79.7; decode_gqa 4,8192 (8) 49.5 against 49.2 and decode_gqa
  * 1,8192 (16) 25.5 against 25.0, a block's stream then jumping 8 or 16 tiles at every step. */
 bool decode_interleave_chunks(int64_t chunks);
+
+/** Whether `param` is a split-K kernel parameter the launch picks (not a shape scalar of the stage):
+ * "chunks" or "interleave". */
+bool is_split_k_launch_param(const std::string &param);
+
+/** Sets decode's launch-picked parameters in `ints`: "chunks", and "interleave" from
+ * `interleave_choice` (0 runs, 1 round-robin) or, at -1, decode_interleave_chunks(chunks). */
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int interleave_choice = -1);
 
 /** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
  * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "codegen/CodeGenCuda.h"
+#include "core/SplitChunks.h"
 #include "extern/DescribeKernels.h"
 #include "extern/IsolateGroup.h"
 #include "interop/Descriptor.h"
@@ -202,8 +203,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     std::vector<Halide::Expr> scalars;
     for (const tir::Kernel &k : programs[0].kernels)
         for (const std::string &p : k.int_params) {
-            if (p == "chunks" || p == "interleave" || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end())
-                continue;
+            if (is_split_k_launch_param(p) || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end()) continue;
             auto e = extent_of.find(p);
             if (e == extent_of.end())
                 fail("the extent " + p + " is in no input buffer (the group reads Funcs); pass ExternOptions::extents[\"" +
@@ -247,7 +247,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
             for (const std::string &t : k.tensors)
                 if (!known.count(t)) throw InternalError(where + ": kernel " + k.name + " reads " + t + ", no buffer of the stage");
             for (const std::string &n : k.ints)
-                if (n != "chunks" && n != "interleave" && !has(n)) throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
+                if (!is_split_k_launch_param(n) && !has(n)) throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
         }
         d.sets.push_back(std::move(ks));
     }

@@ -176,11 +176,11 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     m.ints = std::move(lowered.ints);
     if (a.decode && !opt.chunks) {
         const tir::Kernel &partial = m.program.kernels.at(0);
-        m.ints["chunks"] = internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2],
-                                                    partial.values.at("k_s").rows, info.sm_count,
-                                                    internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
-        // ... and the order of each chunk's tiles, by that count.
-        if (opt.interleave_chunks < 0) m.ints["interleave"] = internal::decode_interleave_chunks(m.ints["chunks"]);
+        internal::set_split_k_params(
+            m.ints,
+            internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows,
+                                     info.sm_count, internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin)),
+            opt.interleave_chunks);
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-

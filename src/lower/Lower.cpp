@@ -6,11 +6,11 @@
 #include <cstdlib>
 
 #include "lower/BuildTileProgram.h"
+#include "lower/DealChunkTiles.h"
 #include "lower/DeferScoreScale.h"
 #include "lower/FoldCombine.h"
 #include "lower/FoldConstantScales.h"
 #include "lower/HoistRowInvariants.h"
-#include "lower/DealChunkTiles.h"
 #include "lower/LayOutCombine.h"
 #include "lower/OverlapDots.h"
 #include "lower/PipelineLoads.h"

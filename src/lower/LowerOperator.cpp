@@ -65,8 +65,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
         choice.chunks = c.chunks;
-        out.ints["chunks"] = c.chunks;
-        out.ints["interleave"] = c.interleave_chunks >= 0 ? c.interleave_chunks : decode_interleave_chunks(c.chunks);
+        set_split_k_params(out.ints, c.chunks, c.interleave_chunks);
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);
