@@ -9,10 +9,10 @@
 // Here a block that has finished its own group's tiles steals tiles of the group with the most left,
 // keeps a separate softmax state for them and writes it as an extra partial of that group.
 //
-// Per group, one 64-bit word: low half the tiles claimed after the fixed first ones (block c of the
-// group starts with tile c; every later tile is `chunks + claim`), high half the steal slots taken.
-// Own blocks claim with atomicAdd, one claim ahead of use; a thief takes a slot and a tile together by
-// compare-and-swap, so it never holds a tile without a slot. A group's arrival count adds 65536 per
+// Per group, a 128-byte line: the tiles claimed after the fixed first ones (block c of the group
+// starts with tile c; every later tile is `chunks + claim`) and the steal slots taken. Own blocks
+// claim with atomicAdd, one claim ahead of use; a thief takes a slot, then a tile, so it never holds
+// a tile without a slot. A group's arrival count adds 65536 per
 // own block plus the tiles of every partial; it completes at chunks * 65536 + visible tiles, so the
 // last arrival has every tile's state and merges the own partials with the flagged steal slots.
 // The launch's last block to exit resets the claim words for the next launch.
@@ -29,7 +29,7 @@ namespace nd = neptune::device;
 #define ST_MIN 3      // unclaimed tiles a victim must have left to be worth a segment
 #endif
 
-__device__ unsigned long long st_word[ST_MAXG * 16];  // [16 g]: claims | slots << 32 (a 128-byte line each)
+__device__ unsigned st_word[ST_MAXG * 32];  // [32 g]: tiles claimed, [32 g + 1]: steal slots taken (a 128-byte line each)
 __device__ unsigned st_arrive[ST_MAXG * 32];         // [32 g]: arrivals; [32 g + 4 + s]: tiles in slot s
 __device__ unsigned st_exit;
 #ifdef ST_PROBE
@@ -100,12 +100,12 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
     bool own = true;
     while (vg >= 0) {
         const int b = vg / kv_heads, hkv = vg % kv_heads, h0 = hkv * group, r0 = b * q_heads + h0;
-        unsigned long long *const word = st_word + 16 * vg;
+        unsigned *const word = st_word + 32 * vg;
         unsigned *const arrive = st_arrive + 32 * vg;
         const int row_ref = (b * kv_heads) + hkv;
         // The segment's first copies, then Q: the ring is drained, and Q lives in stage 1's K buffer.
         nd::barrier();
-        unsigned long long pending = 0;
+        unsigned pending = 0;
         bool have_pending = false;
         if (threadIdx.x == 0) {
             slot_tile[0] = first < j_end ? first : j_end;
@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
                 nd::mbarrier_arrive_expect_tx(v_s_full + 0, 8192);
                 nd::tma_load_tile(v_s_buf(0), v_map, first * 32, row_ref, v_s_full + 0);
 #ifndef ST_NOCLAIM
-                pending = atomicAdd(word, 1ull);  // the next tile's claim, read an iteration later
+                pending = atomicAdd(word, 1u);  // the next tile's claim, read an iteration later
 #endif
                 have_pending = true;
             }
@@ -141,13 +141,13 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
 #ifdef ST_NOCLAIM
                 int nxt = cur + chunks;
 #else
-                int nxt = have_pending ? chunks + int(unsigned(pending)) : j_end;
+                int nxt = have_pending ? chunks + int(pending) : j_end;
 #endif
                 if (nxt > j_end) nxt = j_end;
                 slot_tile[st ^ 1] = nxt;
                 if (nxt < j_end) {
 #ifndef ST_NOCLAIM
-                    pending = atomicAdd(word, 1ull);
+                    pending = atomicAdd(word, 1u);
 #endif
                     nd::fence_proxy_async();
                     nd::mbarrier_arrive_expect_tx(k_s_full + (st ^ 1), 8192);
@@ -308,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
                 const int g = base + 8 * lane + i;
-                w[i] = g < G ? *reinterpret_cast<volatile unsigned long long *>(st_word + 16 * g) : ~0ull;
+                w[i] = g < G ? *reinterpret_cast<volatile unsigned long long *>(st_word + 32 * g) : ~0ull;
             }
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
@@ -324,17 +324,15 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
             if (key < 0) continue;
             const unsigned who = __ballot_sync(0xffffffffu, best >= 0 && best_rem == key);
             const int cand = __shfl_sync(0xffffffffu, best, __ffs(who) - 1);
-            // take a slot and a tile together
+            // a slot first, then a tile: a thief never holds a tile without a slot (a slot without a
+            // tile stays unflagged)
             int got_slot = -1, got_tile = -1;
             if (threadIdx.x == 0) {
-                unsigned long long *const cw = st_word + 16 * cand;
-                unsigned long long old = *reinterpret_cast<volatile unsigned long long *>(cw);
-                for (;;) {
-                    const int sl = int(old >> 32), tile = chunks + int(unsigned(old));
-                    if (sl >= ST_MAXS || tile >= j_end) break;
-                    const unsigned long long seen = atomicCAS(cw, old, old + (1ull << 32) + 1ull);
-                    if (seen == old) { got_slot = sl; got_tile = tile; break; }
-                    old = seen;
+                unsigned *const cw = st_word + 32 * cand;
+                const int sl = int(atomicAdd(cw + 1, 1u));
+                if (sl < ST_MAXS) {
+                    const int tile = chunks + int(atomicAdd(cw, 1u));
+                    if (tile < j_end) got_slot = sl, got_tile = tile;
                 }
             }
             got_slot = __shfl_sync(0xffffffffu, got_slot, 0);
@@ -376,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
     }
 #endif
     if (last_block) {
-        for (int g = lane; g < G && g < ST_MAXG; g += 32) st_word[16 * g] = 0;
+        for (int g = lane; g < G && g < ST_MAXG; g += 32) st_word[32 * g] = 0, st_word[32 * g + 1] = 0;
         if (lane == 0) st_exit = 0;
     }
 }
