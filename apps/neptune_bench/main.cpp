@@ -316,11 +316,6 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "TMA copies: bytes the L2 fetches from memory per miss (0 none, 64, 128, 256); -1 = default")
         ->capture_default_str()
         ->check(CLI::IsMember({-1, 0, 64, 128, 256}));
-    sub->add_option("--l2-prefetch", o.l2_prefetch,
-                    "TMA rings (decode on sm_90a): each refill also prefetches the tile this many iterations "
-                    "further into the L2 (bytes in flight beyond the ring's shared buffers); 0 = none, -1 = default")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, 16));
 }
 
 }  // namespace

@@ -320,15 +320,6 @@ private:
         line("}");
     }
 
-    // Thread 0 prefetches into the L2 the tile that load `n` takes `far` iterations of `loop` from now.
-    void l2_prefetch(const Node &n, const Node &loop, int far) {
-        const std::string j = ident(loop.var), at = std::to_string(far);
-        auto f = [&](const Expr &e) { return HI::substitute(loop.var, int_var(loop.var) + far, e); };
-        line("if (threadIdx.x == 0 && " + j + " + " + at + " < " + j + "_end) nd::tma_prefetch_tile<" +
-             std::to_string(k_.values.at(n.dst).cols) + ">(" + ident(map_of(n).name) + ", " + scalar(f(n.row)) + ", " +
-             scalar(f(n.plane)) + ");");
-    }
-
     // Warpgroup g waits on barrier 2 + g and passes to 2 + (g + 1) % C: immediates, one branch per warpgroup.
     void turn(TurnMode mode) {
         const int groups = k_.warps / 4;
@@ -518,7 +509,6 @@ private:
                           int_var(lc->loop->var) + (k_.pipeline_stages - 1), true);
                 indent_--;
                 line("}");
-                if (k_.l2_prefetch > 0) l2_prefetch(n, *lc->loop, k_.pipeline_stages - 1 + k_.l2_prefetch);
                 break;
             }
             if (n.copy == CopyKind::Tma) {  // the producer issued the copy: wait for it to land

@@ -62,7 +62,6 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.key_warps = opt.key_warps;
     c.tma_loads = opt.tma_loads;
     c.tma_l2_promotion = opt.tma_l2_promotion;
-    c.l2_prefetch = opt.l2_prefetch;
     return c;
 }
 

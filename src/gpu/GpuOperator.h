@@ -27,7 +27,6 @@ struct GpuOptions {
     int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1; // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default
     int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256); -1: the default
-    int l2_prefetch = -1;       // TMA rings: tiles ahead of the ring each refill prefetches into the L2; 0 none; -1: the default
     bool dump = false;  // print the tile program and the CUDA source
 };
 

@@ -114,7 +114,7 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("specialize_warps", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion, opt.l2_prefetch); });  // the kernels left over
+    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion); });  // the kernels left over
     log("pipeline_loads", p);
     p = fold_combine(p, opt.fold_combine);  // after each kernel's own passes
     log("fold_combine", p);

@@ -32,8 +32,6 @@ struct LowerOptions {
     bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
                                               // (one thread per tile, mbarriers) instead of cp.async
     int tma_l2_promotion = 256;               // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
-    int l2_prefetch = 0;                      // TMA rings of the compute warps: tiles ahead of the ring whose
-                                              // bytes each refill prefetches into the L2 (0: none)
     int key_warps = 1;                        // decode: warps of a block sharing each KV tile, warp w taking
                                               // its w-th block_n keys with its own state (the combine merges them)
 };

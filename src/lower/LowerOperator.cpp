@@ -38,9 +38,6 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
                                std::to_string(c.tma_l2_promotion));
         lo.tma_l2_promotion = c.tma_l2_promotion;
     }
-    if (c.l2_prefetch > 0 && !lo.tma_loads)
-        throw CompileError(spec.name + ": L2 prefetches ahead of the ring need its copies by TMA (sm_90a mma.sync kernels)");
-    if (c.l2_prefetch >= 0) lo.l2_prefetch = c.l2_prefetch;
     if (c.key_warps > 1) {
         if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
         if (group > 16)

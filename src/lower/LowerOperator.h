@@ -33,7 +33,6 @@ struct LoweringChoices {
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA, 0 cp.async; -1: the default
     int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss: 0, 64, 128 or 256; -1: the default
-    int l2_prefetch = -1;   // TMA rings: tiles ahead of the ring each refill prefetches into the L2; 0 none; -1: the default
 };
 
 /** Lowers `inst`: prefill rolls over KV tiles of block_n keys; decode splits them into chunks. */

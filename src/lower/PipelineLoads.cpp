@@ -17,10 +17,10 @@ bool takes_tma(const Kernel &k, const Node &load) {
 
 }  // namespace
 
-Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion, int l2_prefetch) {
+Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion) {
     if (k.producer_warps) return k;  // specialize_warps pipelined the TMA copies
     Kernel out = k;
-    bool changed = false, any_tma = false;
+    bool changed = false;
     for (Stmt &s : out.body) {
         if (s->kind != NodeKind::CarriedLoop) continue;
         Block body = s->body;
@@ -28,7 +28,6 @@ Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion, i
             if (b->kind != NodeKind::TileLoad || k.values.at(b->dst).scope != Scope::Shared) continue;
             const bool by_tma = tma && takes_tma(k, *b);
             if (by_tma) add_tensor_map(out, b->tensor, k.values.at(b->dst).rows, l2_promotion);
-            any_tma = any_tma || by_tma;
             b = with(b, [&](Node &n) {
                 n.copy = by_tma ? CopyKind::Tma : CopyKind::CpAsync;
                 n.stage = 0;
@@ -39,9 +38,7 @@ Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion, i
     }
     if (!changed) return k;
     if (stages < 2) throw CompileError(k.name + ": pipelined copies need at least 2 stages, not " + std::to_string(stages));
-    if (l2_prefetch < 0) throw CompileError(k.name + ": L2 prefetch distance must be 0 or more tiles, not " + std::to_string(l2_prefetch));
     out.pipeline_stages = stages;
-    out.l2_prefetch = any_tma ? l2_prefetch : 0;  // cp.async rings have no tensor map to prefetch by
     return out;
 }
 

@@ -12,17 +12,14 @@ namespace neptune::internal {
 /** Afterwards: every TileLoad into a shared tile directly inside a CarriedLoop has stage = 0 (the
  * emitter rotates buffers by iteration) and copy = CpAsync, or copy = Tma where `tma` holds and the
  * load can take it (a swizzled tile of a tensor with a view, loaded by (plane, row)): those tensors
- * get a TensorMap with the tile's rows as box rows and `l2_promotion`. kernel.pipeline_stages = stages, and
- * kernel.l2_prefetch = `l2_prefetch` where a load took TMA (each refill of iteration i + stages - 1 then
- * also prefetches iteration i + stages - 1 + l2_prefetch's tile into the L2: bytes in flight beyond
- * the ring's shared buffers, with no barrier and no shared memory). The emitter
+ * get a TensorMap with the tile's rows as box rows and `l2_promotion`. kernel.pipeline_stages = stages. The emitter
  * issues the first stages - 1 iterations' copies before the loop and, at each load, waits for this
  * iteration's copy, synchronizes the block (the buffer of the previous iteration is then free) and
  * issues the copy of iteration + stages - 1 into it. Loads outside loops stay synchronous.
  * Requires: build_tile_program; swizzle_shared_tiles (the layout TMA writes). Leaves: kernels
  * without loops over shared loads, and warp-specialized kernels (specialize_warps pipelines their
  * TMA copies). */
-tir::Kernel pipeline_loads(const tir::Kernel &k, int stages, bool tma, int l2_promotion, int l2_prefetch = 0);
+tir::Kernel pipeline_loads(const tir::Kernel &k, int stages, bool tma, int l2_promotion);
 
 }  // namespace neptune::internal
 

@@ -279,8 +279,6 @@ struct Kernel {
     Block body;
     int shared_bytes = 0;                   // set by plan_shared_memory
     int pipeline_stages = 1;                // set by pipeline_loads
-    int l2_prefetch = 0;                    // set by pipeline_loads: each TMA refill also prefetches the tile
-                                            // this many iterations further into the L2 (0: none)
     int min_blocks_per_sm = 0;              // __launch_bounds__ occupancy hint (0: none); caps registers
     int rows() const { return 16 * warps; }
     int threads() const { return 32 * (warps + producer_warps); }

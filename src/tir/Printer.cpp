@@ -120,7 +120,7 @@ std::string to_string(const Kernel &k) {
     os << "  grid: (" << grid_dim(k.grid_x) << ", " << grid_dim(k.grid_y) << ", " << grid_dim(k.grid_z) << "), "
        << k.warps << (k.warps == 1 ? " warp" : " warps") << " (" << k.rows() << " rows), shared " << k.shared_bytes
        << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages")
-       << (k.l2_prefetch ? ", L2 prefetch " + std::to_string(k.l2_prefetch) + " tiles ahead" : std::string()) << "\n";
+       << "\n";
     if (k.producer_warps)
         os << "  roles: " << k.producer_warps << " producer warps (TMA" << (k.producer_registers ? ", " +
                std::to_string(k.producer_registers) + " registers" : std::string()) << "), " << k.warps

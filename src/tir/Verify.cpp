@@ -62,9 +62,6 @@ public:
         if (k_.producer_warps < 0 || k_.producer_warps % 4)
             fail(nullptr, "producer warps come in warpgroups of 4, not " + std::to_string(k_.producer_warps));
         for (const TensorMap &m : k_.tensor_maps) check_tensor_map(m);
-        if (k_.l2_prefetch < 0) fail(nullptr, "the L2 prefetch distance is 0 or more tiles, not " + std::to_string(k_.l2_prefetch));
-        if (k_.l2_prefetch > 0 && (k_.tensor_maps.empty() || k_.producer_warps))
-            fail(nullptr, "L2 prefetches ahead of the ring need the compute warps' TMA copies (tensor maps, no producer warps)");
         for (const ScalarDef &d : k_.scalars) {
             if (!d.value.defined()) fail(nullptr, "scalar '" + d.name + "' has no value");
             check_scalar_expr(nullptr, d.value, "scalar '" + d.name + "'");

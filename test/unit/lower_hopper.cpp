@@ -167,48 +167,6 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
                          doctest::Contains("L2 promotion is 0, 64, 128 or 256 bytes, not 512"), CompileError);
 }
 
-TEST_CASE("pipeline_loads: L2 prefetches D tiles beyond the ring, issued with each TMA refill, only where TMA copies") {
-    internal::LoweringChoices c;
-    c.arch = GpuArch::Sm90a;
-    c.tma_loads = 1;
-    c.stages = 2;
-    c.l2_prefetch = 3;
-    const Program p = internal::lower_operator(instantiate(*find_operator("decode_causal"), 2, 1000), c).program;
-    const Kernel &k = p.kernels.at(0);
-    CHECK(k.l2_prefetch == 3);
-    CHECK_NOTHROW(verify(k));
-    CHECK(contains(to_string(k), "2 pipeline stages, L2 prefetch 3 tiles ahead"));
-    const std::string src = internal::emit_cuda(p);
-    INFO(src);
-    // The ring refills iteration t + 1; the prefetch reaches t + 1 + 3, inside the loop's bounds only.
-    for (const char *t : {"k", "v"})
-        CHECK(contains(src, std::string("if (threadIdx.x == 0 && t + 4 < t_end) nd::tma_prefetch_tile<128>(") + t +
-                                "_map, ((j_first + (j_step * (t + 4))) * 32), ((b * kv_heads) + hkv));"));
-    internal::NvrtcOptions no;
-    no.cubin = true;
-    no.headers = internal::device_headers();
-    no.arch = "sm_90a";
-    CHECK_NOTHROW(internal::nvrtc_compile(src, "decode_causal_prefetch.cu", no));
-    // Without the option, no prefetch.
-    c.l2_prefetch = 0;
-    const Program plain = internal::lower_operator(instantiate(*find_operator("decode_causal"), 2, 1000), c).program;
-    CHECK(plain.kernels.at(0).l2_prefetch == 0);
-    CHECK_FALSE(contains(internal::emit_cuda(plain), "tma_prefetch_tile"));
-    // cp.async rings have no tensor map to prefetch by: asking says so.
-    c.l2_prefetch = 2;
-    c.tma_loads = 0;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("decode_gqa"), 1, 256), c),
-                         doctest::Contains("L2 prefetches ahead of the ring need its copies by TMA"), CompileError);
-    // The verifier: a negative distance, or a prefetch in a kernel without the compute warps' tensor maps.
-    Kernel bad = k;
-    bad.l2_prefetch = -1;
-    CHECK_THROWS_WITH_AS(verify(bad), doctest::Contains("L2 prefetch distance is 0 or more tiles, not -1"), InternalError);
-    bad = k;
-    bad.tensor_maps.clear();
-    CHECK_THROWS_WITH_AS(verify(bad), doctest::Contains("L2 prefetches ahead of the ring need the compute warps' TMA copies"),
-                         InternalError);
-}
-
 TEST_CASE("verify: a TMA load without producer warps belongs to a pipelined loop, with no ring position") {
     internal::LoweringChoices c;
     c.arch = GpuArch::Sm90a;

@@ -78,18 +78,6 @@ NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const
     for (int b = 0; b < COLS / 64; ++b) tma_load_3d(dst.ptr + b * ROWS * 64, map, bar, 64 * b, row0, plane);
 }
 
-/** Prefetches the rows of a tile's boxes from row0 on, of `plane`, into the L2, one instruction per 64-column box: no
- * shared memory, no barrier, nothing to wait for (a hint; rows past the tensor are ignored). */
-template <int COLS>
-NEPTUNE_DEVICE_INLINE void tma_prefetch_tile(const tensor_map &map, int row0, int plane) {
-#pragma unroll
-    for (int b = 0; b < COLS / 64; ++b)
-        asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
-                     :
-                     : "l"(reinterpret_cast<unsigned long long>(&map)), "r"(64 * b), "r"(row0), "r"(plane)
-                     : "memory");
-}
-
 /** Ordinary shared-memory writes made visible to the async proxy (TMA stores, wgmma reads). */
 NEPTUNE_DEVICE_INLINE void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
