@@ -215,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
         if (threadIdx.x == 0 && !own && n_done > 0) { atomicAdd(&st_segments, 1u); atomicAdd(&st_tiles_stolen, unsigned(n_done)); }
 #endif
         // The segment's partial, then its arrival.
-        bool write = own || n_done > 0;
+        const bool write = own || n_done > 0;
         if (own) {
             const long long base = (long long)slot * n_rows + r0;
             nd::store_rows(ws_row_max + base, row_max, 16 * warp, group);

@@ -235,12 +235,15 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     if (int rc = load(uc, g)) return rc;
     const KernelSet &set = g.desc.sets[size_t(g.set)];
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
-    if (g.desc.chunks)
-        internal::set_split_k_params(vars, g.desc.chunks > 0 ? g.desc.chunks
-                                                             : internal::split_k_chunks(g.split_blocks.eval(vars), g.split_keys.eval(vars),
-                                                                                        g.desc.split_tile_keys, g.sm_count,
-                                                                                        internal::resident_blocks(set.kernels.at(0).shared_bytes,
-                                                                                                                  g.max_shared_per_block)));
+    if (g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
+        const int64_t chunks =
+            g.desc.chunks > 0 ? g.desc.chunks
+                              : internal::split_k_chunks(g.split_blocks.eval(vars), g.split_keys.eval(vars),
+                                                         g.desc.split_tile_keys, g.sm_count,
+                                                         internal::resident_blocks(set.kernels.at(0).shared_bytes,
+                                                                                   g.max_shared_per_block));
+        internal::set_split_k_params(vars, chunks);
+    }
     std::map<std::string, void *> address;
     std::vector<char> allocated(g.desc.buffers.size(), 0);
     for (size_t i = 0; i < g.desc.buffers.size(); i++) {
