@@ -175,8 +175,8 @@ public:
             line("(void)warp;");
         }
         line("const int block_x = blockIdx.x, block_y = blockIdx.y, block_z = blockIdx.z;");
-        line("const int grid_x = gridDim.x;");
-        line("(void)block_x; (void)block_y; (void)block_z; (void)grid_x;");
+        line("const int grid_x = gridDim.x, sm_count = nd::sm_count();");
+        line("(void)block_x; (void)block_y; (void)block_z; (void)grid_x; (void)sm_count;");
         ExprPrinter sp(k_, Context::Scalar);
         for (const ScalarDef &s : k_.scalars) line("const int " + ident(s.name) + " = " + sp.print(s.value) + ";");
         declare_shared();

@@ -585,6 +585,28 @@ private:
         }
     }
 
+    // Where the mask makes work grow along the queries, which (query tile, head, batch) each block
+    // takes. The hardware starts blocks in the order of their linear index, so the grid's own order
+    // (x = tile) would run head after head, and the last head's heaviest tile would start near the
+    // end of the launch and run alone. Instead the (batch, head) rows are dealt in sections whose
+    // heads take turns, heaviest tile first: a section's K and V stay few enough for L2, and it is
+    // just large enough (its work per SM about one heaviest block: rows ~ 2 SMs / (tiles + 1) for
+    // causal work, whole GQA groups) that its light tiles fill in around its heavy ones at the end.
+    // prefill_causal 1,8192 on the H200: 559 -> 579 TFLOP/s (perf-log.md, session 21).
+    std::vector<ScalarDef> heaviest_first_order() const {
+        const Expr tiles = int_var("grid_x"), rows = int_var("batch") * int_var("q_heads");
+        const Expr group = int_var("q_heads") / int_var("kv_heads"), per_group = group * (tiles + 1);
+        return {{"block_rank", int_var("block_x") + tiles * (int_var("block_y") + int_var("q_heads") * int_var("block_z"))},
+                {"section_rows", group * Halide::max(1, (2 * int_var("sm_count") + per_group / 2) / per_group)},
+                {"section", int_var("block_rank") / (int_var("section_rows") * tiles)},
+                {"section_rank", int_var("block_rank") - int_var("section") * int_var("section_rows") * tiles},
+                {"section_size", Halide::min(int_var("section_rows"), rows - int_var("section") * int_var("section_rows"))},
+                {"head_row", int_var("section") * int_var("section_rows") + int_var("section_rank") % int_var("section_size")},
+                {"q0", (tiles - 1 - int_var("section_rank") / int_var("section_size")) * bm()},
+                {"h", int_var("head_row") % int_var("q_heads")},
+                {"b", int_var("head_row") / int_var("q_heads")}};
+    }
+
     Kernel rolling_kernel() {
         Kernel k = skeleton("neptune_rolling");
         k.min_blocks_per_sm = opt_.min_blocks_per_sm;
@@ -592,12 +614,12 @@ private:
         k.grid_x = (int_var("seq_q") + bm() - 1) / bm();
         k.grid_y = int_var("q_heads");
         k.grid_z = int_var("batch");
-        // Blocks with the most KV tiles first when the mask makes work grow along the queries.
-        const bool heavy_first = visible_.defined();
-        k.scalars = {{"q0", (heavy_first ? int_var("grid_x") - 1 - int_var("block_x") : int_var("block_x")) * bm()},
-                     {"h", int_var("block_y")},
-                     {"b", int_var("block_z")},
-                     {"n_tiles", (int_var("seq_kv") + bn() - 1) / bn()}};
+        if (visible_.defined()) {
+            k.scalars = heaviest_first_order();
+        } else {
+            k.scalars = {{"q0", int_var("block_x") * bm()}, {"h", int_var("block_y")}, {"b", int_var("block_z")}};
+        }
+        k.scalars.push_back({"n_tiles", (int_var("seq_kv") + bn() - 1) / bn()});
         const std::map<std::string, Expr> rows = {{"i", int_var("q0") + int_var("row")}, {"h", int_var("h")}, {"b", int_var("b")}};
         Block body;
         const Expr q_plane = int_var("b") * int_var("q_heads") + int_var("h");

@@ -288,7 +288,7 @@ private:
 
 class Interpreter {
 public:
-    Interpreter(const Kernel &k, const LaunchArgs &args) : k_(k) {
+    Interpreter(const Kernel &k, const LaunchArgs &args) : k_(k), sm_count_(args.sm_count) {
         for (const TensorParam &t : k.tensors) {
             auto it = args.tensors.find(t.name);
             if (it == args.tensors.end() || !it->second) fail(nullptr, "no tensor '" + t.name + "' in the arguments");
@@ -333,6 +333,7 @@ private:
                     scalars_["grid_x"] = double(gx);
                     scalars_["grid_y"] = double(gy);
                     scalars_["grid_z"] = double(gz);
+                    scalars_["sm_count"] = double(sm_count_);
                     for (const ScalarDef &d : k_.scalars) scalars_[d.name] = scalar(d.value);
                     for (auto &entry : values_) std::fill(entry.second.data.begin(), entry.second.data.end(), std::nanf(""));
                     rings_.clear();
@@ -342,6 +343,7 @@ private:
 
     const Kernel &k_;
     std::map<std::string, HostTensor *> tensors_;
+    int64_t sm_count_;
     std::map<std::string, double> params_, scalars_;
     std::map<std::string, Value> values_;
     /** A ring tile's protocol in this block: loads and releases so far (both in ring order). */

@@ -18,10 +18,13 @@ struct LaunchArgs {
     std::map<std::string, HostTensor *> tensors;
     std::map<std::string, int64_t> ints;
     std::map<std::string, double> floats;
+    /** The scalar "sm_count": the SMs a kernel may deal its blocks over (the H200's by default). */
+    int64_t sm_count = 132;
 };
 
 /** Verifies `k`, then runs it for every block of its grid (an undefined grid dimension is 1), with
- * the scalars "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z" bound per block.
+ * the scalars "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z" bound per block and
+ * "sm_count" to args.sm_count.
  * Values start as NaN in every block. Loads and stores index the flat HostTensor values; an
  * element outside a tensor, a missing argument or a tensor of another element type throws
  * InternalError. Stored values are rounded to the tensor's element type; f16/bf16 values are

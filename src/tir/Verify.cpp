@@ -57,7 +57,7 @@ public:
         for (const Halide::Expr *g : {&k_.grid_x, &k_.grid_y, &k_.grid_z})  // over the int parameters only
             if (g->defined()) check_scalar_expr(nullptr, *g, "grid");
         for (const std::string &p : k_.float_params) declare_scalar(p);
-        for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z"}) declare_scalar(b);
+        for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "sm_count"}) declare_scalar(b);
         if (k_.warps < 1) fail(nullptr, "warps must be at least 1, not " + std::to_string(k_.warps));
         if (k_.producer_warps < 0 || k_.producer_warps % 4)
             fail(nullptr, "producer warps come in warpgroups of 4, not " + std::to_string(k_.producer_warps));

@@ -32,6 +32,7 @@ struct Case {
     int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
     int interleave = -1;    // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
+    int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -78,6 +79,7 @@ void run(const OperatorSpec &op, const Case &c) {
     for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
     for (HostTensor &t : ws) args.tensors[t.desc.name] = &t;
     args.ints = l.ints;
+    args.sm_count = c.sm_count;
     tir::interpret(l.program, args);
     const std::vector<HostTensor> ref = reference::compute(inst, in);
     for (size_t o = 0; o < out.size(); o++) {
@@ -101,6 +103,21 @@ TEST_CASE("interpret: every attention operator's tile program matches the fp64 r
             if (op.attention.decode && c.seq_q) continue;
             run(op, c);
         }
+    }
+}
+
+TEST_CASE("interpret: masked prefill deals every (query tile, head, batch) to one block, whatever the SM count") {
+    // Heaviest first in sections of heads (BuildTileProgram's heaviest_first_order): the section size
+    // follows the SM count, so a few SMs give one-head sections (or whole GQA groups), many give one
+    // section, and a batch of 3 leaves a last section short. A block dealt twice or never leaves NaN.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || op.attention.decode || op.attention.mask == Mask::None) continue;
+        for (int64_t sms : {1, 3, 7, 100000})
+            for (Case c : std::vector<Case>{{3, 300, 64, 64, 0, 0, 32, 3}, {3, 300, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a}}) {
+                c.sm_count = sms;
+                INFO("sm_count " << sms);
+                run(op, c);
+            }
     }
 }
 

@@ -125,6 +125,12 @@ NEPTUNE_DEVICE_INLINE int mod_euclid(int a, int b) {
 NEPTUNE_DEVICE_INLINE int warp_id() {
     return static_cast<int>(threadIdx.x) >> 5;
 }
+/** The device's SM count as the hardware numbers them (%nsmid: at least the SMs present). */
+NEPTUNE_DEVICE_INLINE int sm_count() {
+    unsigned n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return static_cast<int>(n);
+}
 NEPTUNE_DEVICE_INLINE int lane_id() {
     return static_cast<int>(threadIdx.x) & 31;
 }
