@@ -265,8 +265,8 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                         const std::string &min_blocks_default) {
     sub->add_option("--warps", o.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
     sub->add_option("--block-n", o.block_n,
-                    "keys per KV tile; 0 = 64 for prefill (128 for sm_90a's wgmma at head dims up to 128), 32 for "
-                    "decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
+                    "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
+                    "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
         ->capture_default_str();
     sub->add_option("--chunks", o.chunks, "split-K chunks for decode; 0 = " + chunks_default)->capture_default_str();
     sub->add_option("--min-blocks", o.min_blocks,

@@ -39,7 +39,7 @@ struct LowerOptions {
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
  * the query heads per KV head; `decode` one query row per head (split-K). On sm_90a, prefill with
  * head dims that are multiples of 64 (up to 256) takes the wgmma path: two compute warpgroups of 64
- * rows and a TMA producer warpgroup, 128-key tiles (64 above head dim 128, for shared memory); other
+ * rows and a TMA producer warpgroup, 192-key tiles (64 above head dim 128, for shared memory); other
  * shapes and decode keep the mma.sync kernels (compiled for sm_90a). Decode pipelines 3 stages of K
  * and V (on sm_90a by TMA in its own loop, 128-byte L2 promotion), prefill's mma.sync kernels 2 (by
  * cp.async). */

@@ -21,6 +21,9 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         lo.wgmma = true;
         lo.min_blocks_per_sm = 1;
     }
+    // A 4096-key window spans 21.3 tiles of 192 keys, more of them partly masked than of 128:
+    // prefill_windowed 1,8192 304 TFLOP/s with 128, 297 with 192 (perf-log.md, session 21).
+    if (lo.wgmma && a.mask == Mask::Window && lo.block_n > 128) lo.block_n = 128;
     if (c.block_n) lo.block_n = c.block_n;
     if (c.min_blocks >= 0) lo.min_blocks_per_sm = c.min_blocks;
     if (c.warps) lo.warps = c.warps;

@@ -76,6 +76,20 @@ TEST_CASE("select_mma: forcing wgmma on a shape it cannot run is a CompileError 
                          doctest::Contains("not a multiple of the swizzle's 64"), CompileError);
 }
 
+TEST_CASE("the wgmma path's KV tiles: 192 keys up to head dim 128, 128 under a window, 64 above 128") {
+    // Shared memory: Q 32 KB + 2 stages of K and V, 4 x 48 KB at 192 keys, within the 227 KB a block
+    // may take on sm_90 (the figures of perf-log.md, session 21).
+    const Kernel g = lower("prefill_global");
+    CHECK(g.values.at("k_s").rows == 192);
+    CHECK(g.values.at("v_s").rows == 192);
+    CHECK(g.shared_bytes <= 227 * 1024);
+    CHECK(g.shared_bytes >= 32 * 1024 + 4 * 192 * 128 * 2);
+    CHECK(lower("prefill_causal").values.at("k_s").rows == 192);
+    CHECK(lower("prefill_windowed").values.at("k_s").rows == 128);
+    CHECK(lower("prefill_global", -1, GpuArch::Sm90a, 256).values.at("k_s").rows == 64);
+    CHECK(lower("prefill_global", -1, GpuArch::Sm90a, 64).values.at("k_s").rows == 192);
+}
+
 TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, releases after the last reader") {
     const Kernel k = lower("prefill_gqa", 0);
     CHECK(k.producer_warps == 4);
@@ -93,7 +107,7 @@ TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, re
     for (size_t i = 0; i + 1 < b.size(); i++)
         if (b[i]->kind == NodeKind::TileDot) CHECK((b[i + 1]->kind == NodeKind::Release && b[i + 1]->src == b[i]->b));
     const std::string listing = to_string(k);
-    CHECK(contains(listing, "k[plane b * kv_heads + h / (q_heads / kv_heads), row j * 128]  // tma stage 0; ring j"));
+    CHECK(contains(listing, "k[plane b * kv_heads + h / (q_heads / kv_heads), row j * 192]  // tma stage 0; ring j"));
     CHECK(contains(listing, "roles: 4 producer warps (TMA, 24 registers), 8 compute warps (240 registers)"));
     // The decode kernels (one warp of query heads) have no producer warps: their own loop issues
     // TMA copies (pipeline_loads), with 128-byte L2 promotion by default.
@@ -212,7 +226,7 @@ TEST_CASE("overlap_dots: the first tile, the steady loop with two dots in flight
         if (s->kind == NodeKind::DotWait) waits.push_back(s->pending);
     CHECK(waits == std::vector<int>{1, 0});
     const std::string listing = to_string(k);
-    CHECK(contains(listing, "v_s = load v[plane h / (q_heads / kv_heads) + b * kv_heads, row j * 128 + -128]"));
+    CHECK(contains(listing, "v_s = load v[plane h / (q_heads / kv_heads) + b * kv_heads, row j * 192 + -192]"));
     CHECK(contains(listing, "wait_dots(pending 0: acc, s_a)"));
     // The first loop runs one tile and no PV; the last runs the PV of the last tile only.
     CHECK(count(l[0]->body, [](const Node &n) { return n.kind == NodeKind::TileDot; }) == 1);
