@@ -118,7 +118,7 @@ inline bool is_l2_promotion(int bytes) { return bytes == 0 || bytes == 64 || byt
 /** A scalar the kernel derives once from block indices and parameters, e.g. q0 = blockIdx.x * 64. */
 struct ScalarDef {
     std::string name;
-    Halide::Expr value;  // Int(32) over "block_x", "block_y", "block_z", parameters and earlier scalars
+    Halide::Expr value;  // Int(32) over the block indices and grid sizes, "sm_count", parameters and earlier scalars
 };
 
 #define NEPTUNE_TIR_STMTS(X)                                                                      \
