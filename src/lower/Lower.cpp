@@ -84,8 +84,9 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
                       dtype_bytes(dtype) == 2;
     if (arch == GpuArch::Sm90a && !decode && fits) {
         // Q (128 rows) + 2 stages of K and V: 224 KB at head dim 128 with 192 keys, 192 KB at 256 with 64.
-        // 192-key tiles halve the steps per key of 64 and a third fewer than 128: prefill_global 1,8192
-        // 609 -> 638 TFLOP/s, prefill_causal 580 -> 601, prefill_gqa 578 -> 601 (perf-log.md, session 21).
+        // 192-key tiles take a third fewer steps per key than 128, and each step pays barriers, turns,
+        // row reductions and rescales: prefill_global 1,8192 609 -> 638 TFLOP/s, prefill_causal 580 ->
+        // 601, prefill_gqa 578 -> 601 (perf-log.md, session 21).
         o.wgmma = true;
         o.warps = 8;
         o.block_n = std::max(head_dim_qk, head_dim_v) <= 128 ? 192 : 64;
