@@ -599,7 +599,7 @@ private:
         return {{"block_rank", int_var("block_x") + tiles * (int_var("block_y") + int_var("q_heads") * int_var("block_z"))},
                 {"section_rows", group * Halide::max(1, (2 * int_var("sm_count") + per_group / 2) / per_group)},
                 {"section", int_var("block_rank") / (int_var("section_rows") * tiles)},
-                {"section_rank", int_var("block_rank") - int_var("section") * int_var("section_rows") * tiles},
+                {"section_rank", int_var("block_rank") % (int_var("section_rows") * tiles)},
                 {"section_size", Halide::min(int_var("section_rows"), rows - int_var("section") * int_var("section_rows"))},
                 {"head_row", int_var("section") * int_var("section_rows") + int_var("section_rank") % int_var("section_size")},
                 {"q0", (tiles - 1 - int_var("section_rank") / int_var("section_size")) * bm()},

@@ -55,7 +55,8 @@ tir::Program each_kernel(tir::Program p, F f) {
 
 }  // namespace
 
-LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group) {
+LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group,
+                                   bool windowed) {
     LowerOptions o;
     o.arch = arch;
     o.dtype = dtype;
@@ -86,10 +87,11 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
         // Q (128 rows) + 2 stages of K and V: 224 KB at head dim 128 with 192 keys, 192 KB at 256 with 64.
         // 192-key tiles take a third fewer steps per key than 128, and each step pays barriers, turns,
         // row reductions and rescales: prefill_global 1,8192 609 -> 638 TFLOP/s, prefill_causal 580 ->
-        // 601, prefill_gqa 578 -> 601 (perf-log.md, session 21).
+        // 601, prefill_gqa 578 -> 601 (perf-log.md, session 21). A 4096-key window spans 21.3 tiles of
+        // 192, more of them partly masked than of 128: prefill_windowed 304 with 128, 297 with 192.
         o.wgmma = true;
         o.warps = 8;
-        o.block_n = std::max(head_dim_qk, head_dim_v) <= 128 ? 192 : 64;
+        o.block_n = std::max(head_dim_qk, head_dim_v) <= 128 ? (windowed ? 128 : 192) : 64;
         o.min_blocks_per_sm = 1;
     }
     return o;

@@ -39,11 +39,13 @@ struct LowerOptions {
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
  * the query heads per KV head; `decode` one query row per head (split-K). On sm_90a, prefill with
  * head dims that are multiples of 64 (up to 256) takes the wgmma path: two compute warpgroups of 64
- * rows and a TMA producer warpgroup, 192-key tiles (64 above head dim 128, for shared memory); other
+ * rows and a TMA producer warpgroup, 192-key tiles (128 under a window mask, `windowed`; 64 above head
+ * dim 128, for shared memory); other
  * shapes and decode keep the mma.sync kernels (compiled for sm_90a). Decode pipelines 3 stages of K
  * and V (on sm_90a by TMA in its own loop, 128-byte L2 promotion), prefill's mma.sync kernels 2 (by
  * cp.async). */
-LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group);
+LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group,
+                                   bool windowed = false);
 
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are

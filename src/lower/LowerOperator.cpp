@@ -13,7 +13,8 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         throw CompileError(spec.name + ": the tile backend lowers attention operators for now");
     const AttentionSpec &a = spec.attention;
     const int group = a.q_heads / a.kv_heads;
-    LowerOptions lo = default_lower_options(c.arch, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group);
+    const bool windowed = a.mask == Mask::Window;
+    LowerOptions lo = default_lower_options(c.arch, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group, windowed);
     if (c.wgmma == 0 && lo.wgmma) lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v,
                                                              a.decode, group);
     lo.arch = c.arch;
@@ -21,9 +22,6 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         lo.wgmma = true;
         lo.min_blocks_per_sm = 1;
     }
-    // A 4096-key window spans 21.3 tiles of 192 keys, more of them partly masked than of 128:
-    // prefill_windowed 1,8192 304 TFLOP/s with 128, 297 with 192 (perf-log.md, session 21).
-    if (lo.wgmma && a.mask == Mask::Window && lo.block_n > 128) lo.block_n = 128;
     if (c.block_n) lo.block_n = c.block_n;
     if (c.min_blocks >= 0) lo.min_blocks_per_sm = c.min_blocks;
     if (c.warps) lo.warps = c.warps;

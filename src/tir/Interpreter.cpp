@@ -288,7 +288,7 @@ private:
 
 class Interpreter {
 public:
-    Interpreter(const Kernel &k, const LaunchArgs &args) : k_(k), sm_count_(args.sm_count) {
+    Interpreter(const Kernel &k, const LaunchArgs &args) : k_(k) {
         for (const TensorParam &t : k.tensors) {
             auto it = args.tensors.find(t.name);
             if (it == args.tensors.end() || !it->second) fail(nullptr, "no tensor '" + t.name + "' in the arguments");
@@ -307,6 +307,7 @@ public:
             if (it == args.floats.end()) fail(nullptr, "no float parameter '" + p + "' in the arguments");
             params_[p] = it->second;
         }
+        params_["sm_count"] = double(args.sm_count);
         for (const auto &[name, type] : k.values)
             values_[name] = Value{type, std::vector<float>(size_t(type.rows) * size_t(type.cols))};
     }
@@ -333,7 +334,6 @@ private:
                     scalars_["grid_x"] = double(gx);
                     scalars_["grid_y"] = double(gy);
                     scalars_["grid_z"] = double(gz);
-                    scalars_["sm_count"] = double(sm_count_);
                     for (const ScalarDef &d : k_.scalars) scalars_[d.name] = scalar(d.value);
                     for (auto &entry : values_) std::fill(entry.second.data.begin(), entry.second.data.end(), std::nanf(""));
                     rings_.clear();
@@ -343,7 +343,6 @@ private:
 
     const Kernel &k_;
     std::map<std::string, HostTensor *> tensors_;
-    int64_t sm_count_;
     std::map<std::string, double> params_, scalars_;
     std::map<std::string, Value> values_;
     /** A ring tile's protocol in this block: loads and releases so far (both in ring order). */
