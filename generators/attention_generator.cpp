@@ -40,8 +40,9 @@ public:
     GeneratorParam<int> group{"group", 0};
     GeneratorParam<int> head_dim{"head_dim", 128};
     GeneratorParam<int> head_dim_v{"head_dim_v", 0};  // 0: head_dim
-    // Tile parameters: keys per tile (the directive's tile), warps per block, pipelined copies, the
-    // register cap's blocks per SM (0 none, -1 the GPU family's default).
+    // Tile parameters: keys per tile (the directive's tile; 0: the CPU form's 64 (32 for decode) and
+    // prefill kernels of each GPU family's own tile), warps per block, pipelined copies, the register
+    // cap's blocks per SM (0 none, -1 the GPU family's default).
     GeneratorParam<int> tile{"tile", 0};
     GeneratorParam<int> warps{"warps", 0};
     GeneratorParam<int> stages{"stages", 0};
@@ -89,13 +90,14 @@ public:
         }
         algorithms::FusionChoice choice;
         choice.variant = G::decode ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
-        choice.tile = tile > 0 ? int(tile) : (G::decode ? 32 : 64);
+        choice.tile = tile > 0 ? int(tile) : (G::decode ? 32 : 64);  // with tile 0, the CPU form's only
         choice.chunks = chunks > 0 ? chunks : 4;  // the CPU form's chunks; the GPU picks its own at run time
         algorithms::fuse_operator(s, f, choice);
         ExternOptions o;
         o.head_dim_qk = s.attention.head_dim_qk;
         o.head_dim_v = s.attention.head_dim_v;
         o.group = G::decode ? std::max(int(group), 1) : int(group);
+        o.family_tile = tile <= 0;  // prefill: each GPU family's tile, as the JIT takes
         o.warps = warps;
         o.stages = stages;
         o.min_blocks = min_blocks;

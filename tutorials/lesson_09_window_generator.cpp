@@ -66,6 +66,9 @@ public:
         // defined: here in generate(), not in schedule().
         neptune::ExternOptions o;
         o.head_dim_qk = head_dim;  // the kernels are compiled for it
+        // The kernels take the directive's tile. o.family_tile = true would give each GPU family its
+        // own (128 keys under this window on sm_90a, 64 on sm_80), the directive's then shaping the
+        // CPU form only: the attention generator does that when its tile is left at 0.
         result_ = neptune::generators::lower_fused(a.out, backend, get_target(), o, name());
         out = result_;
 

@@ -45,6 +45,11 @@ struct ExternOptions {
     int group = 0;
     /** Tile parameters; 0 (or -1 for min_blocks) keeps lower/Lower.h's defaults for the GPU family. */
     int warps = 0, stages = 0, min_blocks = -1;
+    /** Prefill (rolling) kernels: true takes each GPU family's own KV tile, as the JIT's operators do
+     * (192 keys on sm_90a's wgmma path at head dims up to 128, 128 under a sliding window, 64 for
+     * sm_80), in place of the fusion directive's tile, which then shapes the CPU form only. Split-K
+     * kernels always take the directive's tile: the launcher splits the keys by it. */
+    bool family_tile = false;
     /** Split-K groups: -1 the directive's chunk count, 0 chosen at run time from the device and shape
      * (core/SplitChunks.h), > 0 fixed. */
     int chunks = 0;

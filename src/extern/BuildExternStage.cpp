@@ -122,7 +122,11 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     std::vector<ArchTarget> archs = targets(opt);
     for (const ArchTarget &a : archs) {
         LowerOptions lo = default_lower_options(a.arch, *dtype, dqk, dv, decode, group);
-        lo.block_n = plan.tile;
+        if (!opt.family_tile || decode) {
+            lo.block_n = plan.tile;
+        } else if (skips_leading_tiles(plan, {iso.output}, lo)) {
+            lo = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, /*windowed=*/true);
+        }
         if (opt.warps > 0) lo.warps = opt.warps;
         if (opt.stages > 0) lo.stages = opt.stages;
         if (opt.min_blocks >= 0) lo.min_blocks_per_sm = opt.min_blocks;

@@ -132,4 +132,12 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     return p;
 }
 
+bool skips_leading_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    const tir::Program p = build_tile_program(plan, outputs, opt);
+    for (const tir::Kernel &k : p.kernels)
+        for (const tir::Stmt &s : skip_masked_tiles(k, opt.block_n).body)
+            if (s->kind == tir::NodeKind::CarriedLoop && !Halide::Internal::is_const(s->begin)) return true;
+    return false;
+}
+
 }  // namespace neptune::internal

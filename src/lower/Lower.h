@@ -56,6 +56,11 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
  * each pass. */
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
 
+/** Whether the plan's mask hides keys before some query tile's first visible key (a sliding window:
+ * skip_masked_tiles then starts the KV loop past zero), so that default_lower_options' `windowed`
+ * can be decided from a plan where no OperatorSpec says it (extern stages of user algorithms). */
+bool skips_leading_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
+
 }  // namespace neptune::internal
 
 #endif

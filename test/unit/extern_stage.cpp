@@ -116,6 +116,24 @@ TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, wi
     CHECK(has(p.ptxas_report(), "registers"));
 }
 
+TEST_CASE("extern stage: prefill kernels take the directive's tile, or with family_tile the JIT's tile for the GPU family") {
+    // The directive's tile is 64 keys (FusionChoice's default). sm_90a's wgmma path takes 192 (128 when
+    // the mask hides leading keys, a sliding window); the plan alone tells, as no OperatorSpec reaches
+    // the stage.
+    const auto kv_rows = [](const std::string &op, bool family_tile) {
+        ExternOptions o = head_dim_128();
+        o.jit_arch = "sm_90a";
+        o.family_tile = family_tile;
+        const std::string tir = compile(op, o).pipeline.tile_program();
+        for (int rows : {64, 128, 192})
+            if (has(tir, "k_s: f16[" + std::to_string(rows) + " x 128]")) return rows;
+        return 0;
+    };
+    CHECK(kv_rows("prefill_causal", false) == 64);
+    CHECK(kv_rows("prefill_causal", true) == 192);
+    CHECK(kv_rows("prefill_windowed", true) == 128);
+}
+
 TEST_CASE("extern stage: ALiBi's slopes are an f32 input over the query heads, a fifth buffer") {
     Built b = compile("prefill_alibi");
     CHECK(b.pipeline.stages()[0].extern_function == "neptune_halide_extern_5");
