@@ -3,8 +3,9 @@
 // the side outputs that show what was embedded:
 //   <n>.neptune.json    a manifest: each stage, its kernel sets (GPU family, codes) and kernels
 //                       with the registers, shared memory and spills ptxas reported
-//   <n>.<stage>.<arch>.fatbin / .cu / .tir / .log
+//   <n>.<stage>.<arch>[.<keys>x<stages>].fatbin / .cu / .tir / .log
 //                       the image embedded in the library, its CUDA, tile program, nvcc's log
+//                       (split-K stages: one set per tuning, named by its keys per tile and stages)
 // The manifest is written for every library built with -n (an empty "stages" list when there are
 // none), so a build system can name it as an output.
 #include <cstdio>
@@ -41,7 +42,11 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
                                 {"descriptor_id", descriptor.at("id")}, {"sets", nlohmann::json::array()}};
         for (size_t k = 0; k < s.sets.size(); k++) {
             const neptune::ExternStageInfo::KernelSet &set = s.sets[k];
-            const std::string stem = base + "." + s.name + "." + set.arch;
+            const nlohmann::json &sd = descriptor.at("sets").at(k);
+            const int keys = sd.at("tile_keys"), stages = sd.at("stages");
+            // Split-K stages carry a set per tuning: its keys per tile and stages name it.
+            const std::string stem = base + "." + s.name + "." + set.arch +
+                                     (stages ? "." + std::to_string(keys) + "x" + std::to_string(stages) : "");
             ok = write(dir + "/" + stem + ".fatbin", set.image) && ok;
             ok = write(dir + "/" + stem + ".cu", set.cuda) && ok;
             ok = write(dir + "/" + stem + ".tir", set.tile_program) && ok;
@@ -54,7 +59,8 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
                                    {"registers", u.registers}, {"spill_stores", u.spill_stores},
                                    {"spill_loads", u.spill_loads}, {"stack_bytes", u.stack_bytes}});
             }
-            stage["sets"].push_back({{"arch", set.arch}, {"codes", set.codes}, {"fatbin", stem + ".fatbin"},
+            stage["sets"].push_back({{"arch", set.arch}, {"codes", set.codes}, {"tile_keys", keys}, {"stages", stages},
+                                     {"fatbin", stem + ".fatbin"},
                                      {"cuda", stem + ".cu"}, {"tile_program", stem + ".tir"}, {"log", stem + ".log"},
                                      {"kernels", kernels}});
         }

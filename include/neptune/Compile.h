@@ -43,12 +43,15 @@ struct ExternOptions {
     /** Query heads per KV head. Decode kernels hold one KV group's heads as rows, so they are compiled
      * for it (1 when 0). Prefill serves any grouping; > 0 makes the stage require exactly this one. */
     int group = 0;
-    /** Tile parameters; 0 (or -1 for min_blocks) keeps lower/Lower.h's defaults for the GPU family. */
+    /** Tile parameters; 0 (or -1 for min_blocks) keeps lower/Lower.h's defaults for the GPU family,
+     * but split-K's stages 0 compiles a kernel for each depth the JIT picks from (3 and 2), the
+     * launcher choosing per call as the JIT would (core/SplitChunks.h's decode_stages). */
     int warps = 0, stages = 0, min_blocks = -1;
-    /** Prefill (rolling) kernels: true takes each GPU family's own KV tile, as the JIT's operators do
-     * (192 keys on sm_90a's wgmma path at head dims up to 128, 128 under a sliding window, 64 for
-     * sm_80), in place of the fusion directive's tile, which then shapes the CPU form only. Split-K
-     * kernels always take the directive's tile: the launcher splits the keys by it. */
+    /** true: the kernels take each GPU family's own KV tile, as the JIT's operators do, in place of
+     * the fusion directive's tile, which then shapes the CPU form only. Prefill: 192 keys on sm_90a's
+     * wgmma path at head dims up to 128 (128 under a sliding window), 64 on sm_80. Split-K: 32 keys,
+     * and on sm_90a also 64-key kernels, which the launcher takes where the JIT would (few groups per
+     * SM). */
     bool family_tile = false;
     /** Split-K groups: -1 the directive's chunk count, 0 chosen at run time from the device and shape
      * (core/SplitChunks.h), > 0 fixed. */
@@ -73,6 +76,7 @@ struct ExternStageInfo {
     struct KernelSet {
         std::string arch;          // the lowering's GPU family: sm_80, sm_90a
         std::string codes;         // what the image holds: "sm_80,compute_90"
+        std::string variant;       // split-K: the tuning, e.g. "32-key tiles, 2 stages"; else empty
         std::string tile_program;  // tir::to_string
         std::string cuda;          // the emitted CUDA C++
         std::string image;         // the fatbin, cubin or PTX the stage loads

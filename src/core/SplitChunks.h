@@ -3,9 +3,10 @@
 /** \file
  * How many split-K chunks a decode launch uses: one heuristic, Halide-free, shared by the JIT
  * operator (GpuOperator) and by the run-time launcher of AOT libraries, both of which pick chunks per
- * device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). And how deep the JIT
- * operator pipelines decode's copies for its shape (AOT kernels, compiled for any shape, keep the
- * lowering's default of 3). */
+ * device and shape. Calibrated on the H200 (docs/perf-log.md, session 10). And the partial kernel's
+ * tuning for a shape, its keys per tile and stages: the JIT operator compiles the one its shape
+ * needs; an AOT stage carries one kernel set per tuning and its launcher takes the one these rules
+ * pick (interop/Descriptor.h, choose_kernel_set). */
 #include <cstdint>
 #include <map>
 #include <string>

@@ -76,6 +76,25 @@ std::vector<ArchTarget> targets(const ExternOptions &o) {
     return {{hopper ? GpuArch::Sm90a : GpuArch::Sm80, o.jit_arch, {o.jit_arch}, cc, cc}};
 }
 
+/** Split-K's tunings. The JIT picks its partial kernel's stages for each shape (decode_stages: 3
+ * below one group per SM, else 2) and, on sm_90a's TMA copies with the family's tile, its keys per
+ * tile (decode_block_n: 64 where groups leave one block per SM, at head dims up to 128); an AOT stage
+ * carries every tuning those rules can pick, keeping what the user fixed (stages; the directive's
+ * tile without family_tile). The first, 3 stages, serves where no other fits. */
+std::vector<LowerOptions> decode_variants(const LowerOptions &base, const ExternOptions &opt, int dqk, int dv) {
+    std::vector<LowerOptions> out;
+    auto add = [&](int keys, int stages) {
+        LowerOptions o = base;
+        o.block_n = keys;
+        o.stages = stages;
+        out.push_back(o);
+    };
+    const std::vector<int> stages = opt.stages > 0 ? std::vector<int>{opt.stages} : std::vector<int>{3, 2};
+    for (int s : stages) add(base.block_n, s);
+    if (opt.family_tile && base.tma_loads && std::max(dqk, dv) <= 128 && base.block_n != 64) add(64, stages[0]);
+    return out;
+}
+
 std::string join(const std::vector<std::string> &v) {
     std::string s;
     for (const std::string &x : v) s += (s.empty() ? "" : ",") + x;
@@ -115,56 +134,69 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
              "compile it with lower_to_cpu and Halide's schedules (generators/README.md)");
     const int group = opt.group > 0 ? opt.group : 1;
 
-    // 1. One tile program per GPU family, emitted and compiled.
+    // 1. The tile programs, emitted and compiled: one per GPU family, and for split-K one per tuning
+    // the JIT would pick for some shape (SplitChunks.h), the launcher choosing per call.
     ExternStageInfo info;
     info.name = stage;
-    std::vector<tir::Program> programs;
-    std::vector<ArchTarget> archs = targets(opt);
-    for (const ArchTarget &a : archs) {
-        LowerOptions lo = default_lower_options(a.arch, *dtype, dqk, dv, decode, group);
-        if (!opt.family_tile || decode) {
-            lo.block_n = plan.tile;
-        } else if (skips_leading_tiles(plan, {iso.output}, lo)) {
-            lo = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, /*windowed=*/true);
+    struct Built {
+        tir::Program program;
+        ArchTarget target;
+        int tile_keys = 0, stages = 0;
+    };
+    std::vector<Built> built;
+    for (const ArchTarget &a : targets(opt)) {
+        LowerOptions base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group);
+        if (!opt.family_tile) {
+            base.block_n = plan.tile;
+        } else if (!decode && skips_leading_tiles(plan, {iso.output}, base)) {
+            base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, /*windowed=*/true);
         }
-        if (opt.warps > 0) lo.warps = opt.warps;
-        if (opt.stages > 0) lo.stages = opt.stages;
-        if (opt.min_blocks >= 0) lo.min_blocks_per_sm = opt.min_blocks;
-        if (decode && group > 16 * lo.warps)
+        if (opt.warps > 0) base.warps = opt.warps;
+        if (opt.stages > 0) base.stages = opt.stages;
+        if (opt.min_blocks >= 0) base.min_blocks_per_sm = opt.min_blocks;
+        if (decode && group > 16 * base.warps)
             fail(std::to_string(group) + " query heads per KV head need " + std::to_string((group + 15) / 16) + " warps");
-        tir::Program p = lower_to_tiles(plan, {iso.output}, lo);
-        cap_min_blocks(p, a.lowering);
-        ExternStageInfo::KernelSet set;
-        set.arch = arch_name(a.arch);
-        set.codes = join(a.codes);
-        set.tile_program = tir::to_string(p);
-        set.cuda = emit_cuda(p);
-        const std::string stem = stage + "_" + a.lowering;
-        CompiledModule m;
-        if (opt.aot) {
-            m = nvcc_fatbin(set.cuda, stem, a.codes, device_headers());
-        } else {
-            NvrtcOptions no;
-            no.arch = a.lowering;
-            no.cubin = true;
-            no.headers = device_headers();
-            no.extra = {"--ptxas-options=-v"};
-            m = nvrtc_compile(set.cuda, stem, no);
+        std::vector<LowerOptions> variants = {base};  // the first serves shapes no other fits
+        if (decode) variants = decode_variants(base, opt, dqk, dv);
+        for (const LowerOptions &lo : variants) {
+            tir::Program p = lower_to_tiles(plan, {iso.output}, lo);
+            cap_min_blocks(p, a.lowering);
+            ExternStageInfo::KernelSet set;
+            set.arch = arch_name(a.arch);
+            set.codes = join(a.codes);
+            if (decode) set.variant = std::to_string(lo.block_n) + "-key tiles, " + std::to_string(lo.stages) + " stages";
+            set.tile_program = tir::to_string(p);
+            set.cuda = emit_cuda(p);
+            const std::string stem = stage + "_" + a.lowering + (decode ? "_" + std::to_string(lo.block_n) + "_" +
+                                                                               std::to_string(lo.stages)
+                                                                         : "");
+            CompiledModule m;
+            if (opt.aot) {
+                m = nvcc_fatbin(set.cuda, stem, a.codes, device_headers());
+            } else {
+                NvrtcOptions no;
+                no.arch = a.lowering;
+                no.cubin = true;
+                no.headers = device_headers();
+                no.extra = {"--ptxas-options=-v"};
+                m = nvrtc_compile(set.cuda, stem, no);
+            }
+            set.image.assign(m.cubin.begin(), m.cubin.end());
+            set.compile_log = m.log;
+            info.sets.push_back(std::move(set));
+            built.push_back({std::move(p), a, decode ? lo.block_n : 0, decode ? lo.stages : 0});
         }
-        set.image.assign(m.cubin.begin(), m.cubin.end());
-        set.compile_log = m.log;
-        info.sets.push_back(std::move(set));
-        programs.push_back(std::move(p));
     }
 
     // 2. The stage's buffers: the first kernel's inputs (q, k, v, f32 extras), then the outputs.
-    const tir::Kernel &k0 = programs[0].kernels.at(0);
+    const tir::Program &p0 = built[0].program;
+    const tir::Kernel &k0 = p0.kernels.at(0);
     std::set<std::string> workspaces;
-    for (const tir::Workspace &w : programs[0].workspaces) workspaces.insert(w.name);
+    for (const tir::Workspace &w : p0.workspaces) workspaces.insert(w.name);
     std::vector<std::string> in_names, out_names;
     for (const tir::TensorParam &t : k0.tensors)
         if (!t.output) in_names.push_back(t.name);
-    for (const tir::Kernel &k : programs[0].kernels)
+    for (const tir::Kernel &k : p0.kernels)
         for (const tir::TensorParam &t : k.tensors)
             if (t.output && !workspaces.count(t.name) &&
                 std::find(out_names.begin(), out_names.end(), t.name) == out_names.end())
@@ -205,7 +237,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     // 3. Scalars: every int parameter of the kernels but split-K's chunk count and tile order (the
     // launcher picks those), as Exprs of the pipeline.
     std::vector<Halide::Expr> scalars;
-    for (const tir::Kernel &k : programs[0].kernels)
+    for (const tir::Kernel &k : p0.kernels)
         for (const std::string &p : k.int_params) {
             if (is_split_k_launch_param(p) || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end()) continue;
             auto e = extent_of.find(p);
@@ -233,16 +265,17 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         d.chunks = opt.chunks < 0 ? plan.chunks : opt.chunks > 0 ? opt.chunks : -1;
         d.split_blocks = "(* batch kv_heads)";
         d.split_keys = "seq_kv";
-        d.split_tile_keys = plan.tile;
     }
 
     // 4. The kernel sets, checked against the stage's arguments.
-    for (size_t s = 0; s < archs.size(); s++) {
-        interop::KernelSet ks = describe_kernels(programs[s]);
+    for (size_t s = 0; s < built.size(); s++) {
+        interop::KernelSet ks = describe_kernels(built[s].program);
         ks.arch = info.sets[s].arch;
         ks.codes = info.sets[s].codes;
-        ks.min_cc = archs[s].min_cc;
-        ks.max_cc = archs[s].max_cc;
+        ks.min_cc = built[s].target.min_cc;
+        ks.max_cc = built[s].target.max_cc;
+        ks.tile_keys = built[s].tile_keys;
+        ks.stages = built[s].stages;
         ks.image = info.sets[s].image;
         std::set<std::string> known;
         for (const interop::TensorSpec &t : d.buffers) known.insert(t.name);

@@ -204,9 +204,8 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-2"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
-              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_keys", d.split_keys},
-              {"split_tile_keys", d.split_tile_keys}};
+    json j = {{"format", "neptune-extern-3"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
+              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_keys", d.split_keys}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
         j["buffers"].push_back({{"name", t.name}, {"output", t.output}, {"type_code", t.type_code}, {"bits", t.bits},
@@ -215,7 +214,8 @@ json to_json(const GroupDescriptor &d, bool with_images) {
     for (const Constraint &c : d.constraints) j["constraints"].push_back({{"expr", c.expr}, {"message", c.message}});
     j["sets"] = json::array();
     for (const KernelSet &s : d.sets) {
-        json js = {{"arch", s.arch}, {"codes", s.codes}, {"min_cc", s.min_cc}, {"max_cc", s.max_cc}};
+        json js = {{"arch", s.arch},           {"codes", s.codes},         {"min_cc", s.min_cc},
+                   {"max_cc", s.max_cc},       {"tile_keys", s.tile_keys}, {"stages", s.stages}};
         if (with_images) js["image"] = base64_encode(s.image);
         js["kernels"] = json::array();
         for (const KernelSpec &k : s.kernels) {
@@ -247,7 +247,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-2")
+        if (j.at("format") != "neptune-extern-3")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -256,7 +256,6 @@ GroupDescriptor read_descriptor(const std::string &text) {
         d.chunks = j.at("chunks").get<int>();
         d.split_blocks = j.at("split_blocks").get<std::string>();
         d.split_keys = j.at("split_keys").get<std::string>();
-        d.split_tile_keys = j.at("split_tile_keys").get<int>();
         for (const json &b : j.at("buffers"))
             d.buffers.push_back({b.at("name"), b.at("output"), b.at("type_code"), b.at("bits"),
                                  b.at("dims").get<std::vector<std::string>>()});
@@ -267,6 +266,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
             s.codes = js.at("codes");
             s.min_cc = js.at("min_cc");
             s.max_cc = js.at("max_cc");
+            s.tile_keys = js.at("tile_keys");
+            s.stages = js.at("stages");
             s.image = base64_decode(js.at("image").get<std::string>());
             for (const json &k : js.at("kernels")) {
                 KernelSpec ks;

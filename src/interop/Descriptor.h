@@ -74,11 +74,17 @@ struct WorkspaceSpec {
 };
 
 /** The kernels of one GPU family: an image (cubin, fatbin or PTX) the driver loads and the launches.
- * A set serves devices with compute capability (major * 10 + minor) in [min_cc, max_cc]. */
+ * A set serves devices with compute capability (major * 10 + minor) in [min_cc, max_cc].
+ *
+ * Split-K groups may hold several sets per family, tuned for ranges of shapes as the JIT operator
+ * tunes its kernel per shape: `tile_keys` keys per KV tile (the chunks split the keys by it) and
+ * `stages` copies in flight. The launcher takes the set that core/SplitChunks.h's decode_block_n and
+ * decode_stages pick for the call (the JIT's rule), else the one with those stages, else the first. */
 struct KernelSet {
     std::string arch;   // "sm_80", "sm_90a": the lowering's family, for messages
     std::string codes;  // what the image holds, e.g. "sm_80,compute_90"
     int min_cc = 0, max_cc = 1000;
+    int tile_keys = 0, stages = 0;  // split-K: the partial kernel's; 0 otherwise
     std::string image;  // raw bytes
     std::vector<KernelSpec> kernels;
     std::vector<WorkspaceSpec> workspaces;
@@ -97,13 +103,16 @@ struct GroupDescriptor {
     std::vector<TensorSpec> buffers;   // the extern's buffer arguments, in order: inputs, then outputs
     std::vector<Constraint> constraints;
     /** Split-K chunks: 0 none; > 0 fixed; -1 chosen at run time from the SM count with split_blocks
-     * blocks over split_keys keys in the kernels' KV tiles of split_tile_keys (core/SplitChunks.h).
-     * The kernels read it as "chunks". */
+     * blocks over split_keys keys in the set's KV tiles of tile_keys (core/SplitChunks.h). The kernels
+     * read it as "chunks". */
     int chunks = 0;
     std::string split_blocks, split_keys;
-    int split_tile_keys = 32;
-    std::vector<KernelSet> sets;  // tried in order: the first whose capability range holds the device
+    std::vector<KernelSet> sets;  // those whose capability range holds the device, chosen as above
 };
+
+/** The set a call takes (KernelSet's rule) on a device of compute capability `cc` (major * 10 +
+ * minor) with `sm_count` SMs, given the stage's scalars; -1 when no set serves the device. */
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, const std::map<std::string, int64_t> &vars);
 
 /** JSON text with base64 images; `id` is filled with a hash of the rest. */
 std::string write_descriptor(const GroupDescriptor &d);

@@ -31,6 +31,23 @@
 
 namespace neptune::interop {
 
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, const std::map<std::string, int64_t> &vars) {
+    int want_keys = 0, want_stages = 0;
+    if (!d.split_blocks.empty()) {  // split-K: the JIT's tuning for this shape
+        const int64_t blocks = IntExpr::parse(d.split_blocks).eval(vars);
+        want_keys = internal::decode_block_n(blocks, sm_count, 0);
+        want_stages = internal::decode_stages(blocks, sm_count);
+    }
+    int best = -1, best_score = -1;
+    for (size_t i = 0; i < d.sets.size(); i++) {
+        const KernelSet &s = d.sets[i];
+        if (cc < s.min_cc || cc > s.max_cc) continue;
+        const int score = (s.stages == want_stages ? 2 : 0) + (s.tile_keys == want_keys ? 1 : 0);
+        if (score > best_score) best = int(i), best_score = score;
+    }
+    return best;
+}
+
 namespace {
 
 /** A descriptor, parsed once, and the device state of its kernels (loaded on the first run). */
@@ -42,16 +59,22 @@ struct Group {
     IntExpr split_blocks, split_keys;
 
     std::mutex lock;  // held for a whole run: the workspaces are shared
-    bool loaded = false;
-    int load_code = 0;
-    std::string load_error;
-    int set = -1;  // chosen kernel set
-    int sm_count = 0, max_shared_per_block = 0;  // the device's, for the split-K chunk rule
-    neptune_module *module = nullptr;
-    std::vector<neptune_function *> functions;
-    std::vector<std::array<IntExpr, 3>> grids;
-    std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
-    std::vector<IntExpr> workspace_elements;
+    bool probed = false;  // the device, once
+    int probe_code = 0;
+    std::string probe_error;
+    int sm_count = 0, max_shared_per_block = 0, cc = 0;  // the device's, for the set and the split-K rules
+    /** A kernel set's module, loaded on the first call that takes it. */
+    struct Loaded {
+        int code = 0;  // a failure to load, remembered
+        std::string error;
+        neptune_module *module = nullptr;
+        std::vector<neptune_function *> functions;
+        std::vector<std::array<IntExpr, 3>> grids;
+        std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
+        std::vector<IntExpr> workspace_elements;
+    };
+    std::map<int, Loaded> loaded;  // by index in desc.sets
+    int last_set = -1;             // the set of the last launch (trace)
     // (stream, name) -> (device memory, bytes): runs on different streams may overlap on the GPU.
     std::map<std::pair<void *, std::string>, std::pair<void *, size_t>> workspaces;
 };
@@ -108,7 +131,7 @@ std::shared_ptr<Group> find_group(const char *blob, std::string &error) {
             g->dims.push_back(d);
         }
         for (const Constraint &c : g->desc.constraints) g->constraints.push_back(IntExpr::parse(c.expr));
-        if (g->desc.chunks < 0) {
+        if (!g->desc.split_blocks.empty()) {
             g->split_blocks = IntExpr::parse(g->desc.split_blocks);
             g->split_keys = IntExpr::parse(g->desc.split_keys);
         }
@@ -160,43 +183,57 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
     return 0;
 }
 
-/** Loads the module of the kernel set that fits the device; remembers a failure for later calls. */
-int load(void *uc, Group &g) {
-    if (g.loaded) return g.load_code ? report(uc, g.desc.name, g.desc.jit, g.load_code, g.load_error) : 0;
-    g.loaded = true;
+/** The device's figures, once; remembers a failure for later calls. */
+int probe(void *uc, Group &g) {
+    if (g.probed) return g.probe_code ? report(uc, g.desc.name, g.desc.jit, g.probe_code, g.probe_error) : 0;
+    g.probed = true;
+    neptune_device_info info{};
+    if (neptune_get_device_info(&info) != NEPTUNE_OK) {
+        g.probe_code = halide_error_code_gpu_device_error;
+        g.probe_error = neptune_last_error();
+    } else {
+        g.sm_count = info.sm_count;
+        g.max_shared_per_block = info.max_shared_per_block_optin;
+        g.cc = info.cc_major * 10 + info.cc_minor;
+        bool any = false;
+        std::string have;
+        for (const KernelSet &s : g.desc.sets) {
+            any = any || (g.cc >= s.min_cc && g.cc <= s.max_cc);
+            if (have.find(s.codes) == std::string::npos) have += (have.empty() ? "" : ", ") + s.codes;
+        }
+        if (!any) {
+            g.probe_code = halide_error_code_gpu_device_error;
+            g.probe_error = std::string("no kernels for ") + info.name + " (compute capability " +
+                            std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + "); the library holds " + have;
+        }
+    }
+    return g.probe_code ? report(uc, g.desc.name, g.desc.jit, g.probe_code, g.probe_error) : 0;
+}
+
+/** Loads set `index`'s module and functions on its first use; remembers a failure. */
+int load(void *uc, Group &g, int index) {
+    auto [it, fresh] = g.loaded.try_emplace(index);
+    Group::Loaded &l = it->second;
     auto fail = [&](int code, const std::string &m) {
-        g.load_code = code;
-        g.load_error = m;
+        l.code = code;
+        l.error = m;
         return report(uc, g.desc.name, g.desc.jit, code, m);
     };
-    neptune_device_info info{};
-    if (neptune_get_device_info(&info) != NEPTUNE_OK) return fail(halide_error_code_gpu_device_error, neptune_last_error());
-    g.sm_count = info.sm_count;
-    g.max_shared_per_block = info.max_shared_per_block_optin;
-    const int cc = info.cc_major * 10 + info.cc_minor;
-    for (size_t s = 0; s < g.desc.sets.size() && g.set < 0; s++)
-        if (cc >= g.desc.sets[s].min_cc && cc <= g.desc.sets[s].max_cc) g.set = int(s);
-    if (g.set < 0) {
-        std::string have;
-        for (const KernelSet &s : g.desc.sets) have += (have.empty() ? "" : ", ") + s.codes;
-        return fail(halide_error_code_gpu_device_error, std::string("no kernels for ") + info.name + " (compute capability " +
-                                                            std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) +
-                                                            "); the library holds " + have);
-    }
-    const KernelSet &set = g.desc.sets[size_t(g.set)];
-    if (neptune_module_load(set.image.data(), &g.module) != NEPTUNE_OK)
+    if (!fresh) return l.code ? report(uc, g.desc.name, g.desc.jit, l.code, l.error) : 0;
+    const KernelSet &set = g.desc.sets[size_t(index)];
+    if (neptune_module_load(set.image.data(), &l.module) != NEPTUNE_OK)
         return fail(halide_error_code_gpu_device_error, "loading the " + set.codes + " kernels: " + neptune_last_error());
     for (const KernelSpec &k : set.kernels) {
         neptune_function *f = nullptr;
-        if (neptune_module_get_function(g.module, k.name.c_str(), &f) != NEPTUNE_OK)
+        if (neptune_module_get_function(l.module, k.name.c_str(), &f) != NEPTUNE_OK)
             return fail(halide_error_code_gpu_device_error, neptune_last_error());
-        g.functions.push_back(f);
-        g.grids.push_back({IntExpr::parse(k.grid[0]), IntExpr::parse(k.grid[1]), IntExpr::parse(k.grid[2])});
-        g.map_dims.emplace_back();
+        l.functions.push_back(f);
+        l.grids.push_back({IntExpr::parse(k.grid[0]), IntExpr::parse(k.grid[1]), IntExpr::parse(k.grid[2])});
+        l.map_dims.emplace_back();
         for (const TensorMapSpec &m : k.maps)
-            g.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
+            l.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
     }
-    for (const WorkspaceSpec &w : set.workspaces) g.workspace_elements.push_back(IntExpr::parse(w.elements));
+    for (const WorkspaceSpec &w : set.workspaces) l.workspace_elements.push_back(IntExpr::parse(w.elements));
     return 0;
 }
 
@@ -232,14 +269,19 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
 
 int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda,
            std::map<std::string, int64_t> &vars) {
-    if (int rc = load(uc, g)) return rc;
-    const KernelSet &set = g.desc.sets[size_t(g.set)];
+    g.last_set = -1;
+    if (int rc = probe(uc, g)) return rc;
+    const int index = choose_kernel_set(g.desc, g.cc, g.sm_count, vars);
+    if (int rc = load(uc, g, index)) return rc;
+    g.last_set = index;
+    const KernelSet &set = g.desc.sets[size_t(index)];
+    const Group::Loaded &l = g.loaded.at(index);
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
     if (g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
         const int64_t chunks =
             g.desc.chunks > 0 ? g.desc.chunks
                               : internal::split_k_chunks(g.split_blocks.eval(vars), g.split_keys.eval(vars),
-                                                         g.desc.split_tile_keys, g.sm_count,
+                                                         set.tile_keys, g.sm_count,
                                                          internal::resident_blocks(set.kernels.at(0).shared_bytes,
                                                                                    g.max_shared_per_block));
         internal::set_split_k_params(vars, chunks);
@@ -252,7 +294,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         allocated[i] = a;
     }
     for (size_t w = 0; w < set.workspaces.size(); w++) {
-        const size_t bytes = size_t(std::max<int64_t>(g.workspace_elements[w].eval(vars), 4)) * sizeof(float);
+        const size_t bytes = size_t(std::max<int64_t>(l.workspace_elements[w].eval(vars), 4)) * sizeof(float);
         auto &[ptr, size] = g.workspaces[{current_stream, set.workspaces[w].name}];
         if (size < bytes) {
             neptune_free(ptr);
@@ -275,7 +317,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         unsigned grid[3];
         bool empty = false;
         for (int d = 0; d < 3; d++) {
-            const int64_t n = g.grids[k][size_t(d)].eval(vars);
+            const int64_t n = l.grids[k][size_t(d)].eval(vars);
             empty = empty || n <= 0;
             grid[d] = unsigned(n);
         }
@@ -291,7 +333,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         };
         std::vector<Map> maps(ks.maps.size());
         for (size_t m = 0; m < ks.maps.size(); m++) {
-            const std::array<IntExpr, 3> &d = g.map_dims[k][m];
+            const std::array<IntExpr, 3> &d = l.map_dims[k][m];
             const unsigned long long cols = (unsigned long long)d[0].eval(vars), rows = (unsigned long long)d[1].eval(vars),
                                      planes = (unsigned long long)d[2].eval(vars);
             const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {2 * cols, 2 * cols * rows};
@@ -304,7 +346,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         }
         for (int32_t &v : ints) args.push_back(&v);
         const unsigned block[3] = {unsigned(ks.threads), 1, 1};
-        if (neptune_launch(g.functions[k], grid, block, unsigned(ks.shared_bytes), current_stream, args.data()) != NEPTUNE_OK)
+        if (neptune_launch(l.functions[k], grid, block, unsigned(ks.shared_bytes), current_stream, args.data()) != NEPTUNE_OK)
             return fail(halide_error_code_device_run_failed, neptune_last_error());
         // NEPTUNE_SYNC_LAUNCHES=1: wait for each kernel, so an error in it is reported here, naming it,
         // rather than at Halide's next copy.
@@ -338,7 +380,11 @@ void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const
     for (const TensorSpec &t : g.desc.buffers) names.push_back(t.name.c_str());
     for (const std::string &s : g.desc.scalars) scalar_names.push_back(s.c_str());
     std::string set;
-    if (!query && g.set >= 0) set = g.desc.sets[size_t(g.set)].arch + " (" + g.desc.sets[size_t(g.set)].codes + ")";
+    if (!query && g.last_set >= 0) {
+        const KernelSet &k = g.desc.sets[size_t(g.last_set)];
+        set = k.arch + " (" + k.codes + ")";
+        if (k.stages) set += ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages";
+    }
     const neptune_halide_trace_event e = {g.desc.name.c_str(), query ? 1 : 0, result, int(g.desc.buffers.size()), bufs,
                                           names.data(), scalars, scalar_names.data(), int(g.desc.scalars.size()),
                                           set.c_str()};

@@ -11,6 +11,7 @@
 
 #include "AotBuffers.h"
 #include "Compare.h"
+#include "core/SplitChunks.h"
 #include "cross_entropy.h"
 #include "decode_gqa.h"
 #include "layernorm.h"
@@ -77,9 +78,25 @@ TEST_CASE("gpu aot: prefill attention with ALiBi: the slopes reach the kernels a
                     [](Buffers &i, Buffers &o) { return prefill_alibi(i[0], i[1], i[2], i[3], o[0]); }, true);
 }
 
-TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks chosen per shape") {
+TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks and kernel set chosen per shape") {
     const LibraryCall call = [](Buffers &i, Buffers &o) { return decode_gqa(i[0], i[1], i[2], o[0]); };
     for (int64_t seq : {1, 100, 8191}) check_on_device(attention_instance("decode_gqa", 64, 8, 3, seq), call, true);
+    // The library holds a kernel per tuning the JIT picks from; each call takes the JIT's for its shape
+    // (on the H200's 132 SMs: 8 groups 64-key tiles and 3 stages, 24 groups 32 and 3, 136 groups 32 and 2).
+    neptune_device_info info{};
+    REQUIRE(neptune_get_device_info(&info) == NEPTUNE_OK);
+    const bool hopper = info.cc_major == 9 && info.cc_minor == 0;
+    neptune_halide_set_trace(remember_set);
+    for (int64_t batch : {1, 3, 17}) {
+        check_on_device(attention_instance("decode_gqa", 64, 8, batch, batch == 17 ? 1000 : 8191), call, true);
+        const int64_t groups = batch * 8;
+        const int keys = hopper ? internal::decode_block_n(groups, info.sm_count, 128) : 32;
+        INFO("batch " << batch << ", " << info.sm_count << " SMs");
+        CHECK(last_kernel_set == (hopper ? std::string("sm_90a (sm_90a)") : std::string("sm_80 (sm_80,compute_90)")) + ", " +
+                                     std::to_string(keys) + "-key tiles, " +
+                                     std::to_string(internal::decode_stages(groups, info.sm_count)) + " stages");
+    }
+    neptune_halide_set_trace(nullptr);
 }
 
 TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes to the kernels as it is") {

@@ -56,6 +56,8 @@ interop::GroupDescriptor small_stage() {
     s.codes = "sm_80";
     s.min_cc = 80;
     s.image = "not a cubin";
+    s.tile_keys = 64;  // as a split-K set's (the launcher ignores them without split_blocks)
+    s.stages = 2;
     s.kernels = {{"k", {"n", "1", "1"}, 128, 0, {"x", "y", "out"}, {"n"}}};
     d.sets = {s};
     return d;
@@ -161,12 +163,49 @@ TEST_CASE("extern launcher: the descriptor round-trips, and its id leads the tex
     CHECK(back.buffers[0].dims == std::vector<std::string>{"4", "n"});
     REQUIRE(back.sets.size() == 1);
     CHECK(back.sets[0].image == "not a cubin");
+    CHECK(back.sets[0].tile_keys == 64);
+    CHECK(back.sets[0].stages == 2);
     CHECK(back.sets[0].kernels[0].grid[0] == "n");
     interop::GroupDescriptor changed = d;
     changed.sets[0].kernels[0].threads = 64;
     CHECK(interop::read_descriptor(interop::write_descriptor(changed)).id != back.id);
     CHECK_THROWS_WITH_AS(interop::read_descriptor("{\"format\": 2}"), doctest::Contains("Neptune extern descriptor"),
                          std::invalid_argument);
+}
+
+TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would tune its shape, else the closest") {
+    interop::GroupDescriptor d;
+    d.split_blocks = "(* batch kv_heads)";
+    auto add = [&](const char *arch, int min_cc, int max_cc, int keys, int stages) {
+        interop::KernelSet s;
+        s.arch = arch;
+        s.min_cc = min_cc;
+        s.max_cc = max_cc;
+        s.tile_keys = keys;
+        s.stages = stages;
+        d.sets.push_back(s);
+    };
+    add("sm_90a", 90, 90, 32, 3);    // 0
+    add("sm_90a", 90, 90, 32, 2);    // 1
+    add("sm_90a", 90, 90, 64, 3);    // 2
+    add("sm_80", 80, 1000, 32, 3);   // 3
+    add("sm_80", 80, 1000, 32, 2);   // 4
+    auto on = [&](int cc, int sms, int batch, int kv_heads) {
+        return interop::choose_kernel_set(d, cc, sms, {{"batch", batch}, {"kv_heads", kv_heads}});
+    };
+    CHECK(on(90, 132, 1, 8) == 2);     // 8 groups: one block per SM after 16 chunks, 64 keys, 3 stages
+    CHECK(on(90, 132, 1, 32) == 0);    // 32 groups: 32 keys, 3 stages
+    CHECK(on(90, 132, 8, 32) == 1);    // 256 groups: every SM has one, 2 stages
+    CHECK(on(90, 132, 33, 4) == 1);    // 132 groups
+    CHECK(on(90, 132, 131, 1) == 0);
+    CHECK(on(80, 108, 1, 8) == 3);     // no 64-key set: the one with the stages
+    CHECK(on(80, 108, 8, 32) == 4);
+    CHECK(on(120, 170, 8, 32) == 4);   // newer GPUs: the sm_80 sets (compute_90 PTX)
+    CHECK(on(75, 40, 1, 8) == -1);
+    interop::GroupDescriptor prefill = d;  // no split-K: the first set of the family
+    prefill.split_blocks.clear();
+    CHECK(interop::choose_kernel_set(prefill, 90, 132, {}) == 0);
+    CHECK(interop::choose_kernel_set(prefill, 86, 84, {}) == 3);
 }
 
 TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {

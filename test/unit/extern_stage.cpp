@@ -152,8 +152,13 @@ TEST_CASE("extern stage: decode is one split-K kernel that picks its chunks at r
     CHECK(d["chunks"] == -1);
     CHECK(d["split_blocks"] == "(* batch kv_heads)");
     CHECK(d["split_keys"] == "seq_kv");
-    CHECK(d["split_tile_keys"] == 32);
-    REQUIRE(d["sets"].size() == 1);
+    // A kernel per depth the JIT picks from (SplitChunks.h's decode_stages), the launcher choosing.
+    REQUIRE(d["sets"].size() == 2);
+    CHECK(d["sets"][0]["stages"] == 3);
+    CHECK(d["sets"][1]["stages"] == 2);
+    CHECK(d["sets"][0]["tile_keys"] == 32);
+    CHECK(d["sets"][1]["tile_keys"] == 32);
+    CHECK(d["sets"][0]["kernels"][0]["shared_bytes"].get<int>() > d["sets"][1]["kernels"][0]["shared_bytes"].get<int>());
     // The combine runs in the last chunk block of each group: one kernel, and its arrival counters are
     // a workspace the launcher zeroes when it allocates it.
     CHECK(d["sets"][0]["kernels"].size() == 1);
