@@ -48,13 +48,16 @@ Output: a table on stdout, one row per implementation; with --json FILE also {"o
 "unit", "device", "torch", "triton", "cuda", "cudnn", "driver", "sm_clock_mhz": {"before", "after",
 "max"}, "date", "repeat", "flush_bytes", "work", "self_test", "results": [{"impl", "median_ms",
 "min_ms", "max_ms", "throughput", "ref_max_abs", "ref_rms", "max_abs_vs_neptune", "supported",
-"reason", "nonfinite"}]}; a figure not measured, or not finite, is null.
+"reason", "nonfinite"}]}; a figure not measured, or not finite, is null. With neptune_aot timed, each
+other timed result also has "paired_vs_neptune_aot": {"median", "low", "high", "neptune_faster"}: the
+median of the per-round ratios (its time / neptune_aot's in the same round), its 95 % bootstrap
+interval and the share of rounds Neptune won (printed under the table as "pairs: ...").
 
 Exit status (also "rc" in --serve answers): 0 done (some baselines may be unsupported), 1 bad inputs or a failed self-test (a supported
 baseline off the fp64 reference or the stand-in by more than 1e-2, or FlexAttention uncompiled),
 2 no torch or no CUDA device (and, as argparse does, a bad command line).
 """
-import argparse, datetime, json, math, os, statistics, subprocess, sys, tempfile, warnings
+import argparse, datetime, json, math, os, random, statistics, subprocess, sys, tempfile, warnings
 
 IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
 NEPTUNE_AOT = "neptune_aot"  # by --neptune or --impl: Neptune's AOT kernels through libneptune_ops.so
@@ -323,6 +326,18 @@ def time_all(torch, fns, repeat):
     return ms
 
 
+def paired(base_ms, neptune_ms, rounds=2000):
+    """Two series timed in the same rounds (time_all): the median of the per-round ratios base / neptune
+    (above 1: Neptune faster), a 95 % bootstrap interval of that median, and the share of rounds Neptune
+    won. A pair shares its clocks and memory state, which drift between rounds by more than two kernels
+    at the memory's rate differ."""
+    ratios = [b / n for b, n in zip(base_ms, neptune_ms)]
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(rounds))
+    return {"median": statistics.median(ratios), "low": meds[int(0.025 * rounds)], "high": meds[int(0.975 * rounds) - 1],
+            "neptune_faster": sum(r > 1 for r in ratios) / len(ratios)}
+
+
 def make_self_test(torch, a, root):
     """Random inputs, an fp64 reference on sampled rows and an unfused fp32 stand-in for Neptune's output."""
     import numpy as np
@@ -423,9 +438,14 @@ def run(torch, a):
             print(f"baselines.py: {res['reason']}", file=sys.stderr)
     clock_before = sm_clock(torch)
     if fns:
-        for name, ms in time_all(torch, fns, a.repeat).items():
+        times = time_all(torch, fns, a.repeat)
+        for name, ms in times.items():
             med = statistics.median(ms)
             results[name].update(median_ms=med, min_ms=min(ms), max_ms=max(ms), throughput=amount / (med * 1e-3) / 1e12)
+        if NEPTUNE_AOT in times:
+            for name, ms in times.items():
+                if name != NEPTUNE_AOT:
+                    results[name]["paired_vs_neptune_aot"] = paired(ms, times[NEPTUNE_AOT])
     clock_after = sm_clock(torch)
     device = torch.cuda.get_device_name()
     print(f"{a.op} B={a.batch} S={a.seq} (Hq {m['hq']}, Hkv {m['hkv']}, Sq {m['sq']}, Skv {m['skv']}, D {m['d']}, "
@@ -443,6 +463,11 @@ def run(torch, a):
         print(f"{r['impl']:<15}{fmt(r['median_ms'], '10.4f')}{fmt(r['min_ms'], '9.4f')}{fmt(r['max_ms'], '9.4f')}"
               f"{fmt(r['throughput'], '9.2f')}{fmt(r['ref_max_abs'], '13.2e')}{fmt(r['ref_rms'], '10.2e')}"
               f"{fmt(r['max_abs_vs_neptune'], '18.2e')}  {note}")
+    for r in results.values():
+        pr = r.get("paired_vs_neptune_aot")
+        if pr:
+            print(f"pairs: {r['impl']} / neptune_aot per round, median {pr['median']:.4f} (95 % bootstrap "
+                  f"{pr['low']:.4f} to {pr['high']:.4f}); Neptune faster in {100 * pr['neptune_faster']:.0f} % of rounds")
     doc = {"op": a.op, "batch": a.batch, "seq": a.seq, "unit": unit, "device": device, "torch": torch.__version__,
            "triton": triton_version, "cuda": torch.version.cuda, "cudnn": cudnn_version,
            "driver": gpu[0], "sm_clock_mhz": {"before": clock_before, "after": clock_after, "max": gpu[1]},
