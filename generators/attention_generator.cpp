@@ -40,9 +40,9 @@ public:
     GeneratorParam<int> group{"group", 0};
     GeneratorParam<int> head_dim{"head_dim", 128};
     GeneratorParam<int> head_dim_v{"head_dim_v", 0};  // 0: head_dim
-    // Tile parameters: keys per tile (the directive's tile; 0: the CPU form's 64 (32 for decode) and
-    // prefill kernels of each GPU family's own tile), warps per block, pipelined copies, the register
-    // cap's blocks per SM (0 none, -1 the GPU family's default).
+    // Tile parameters: keys per tile (the directive's tile; 0: 64 for the CPU form (32 for decode) and
+    // each GPU family's own tiles for the kernels, as the JIT's: ExternOptions::family_tile), warps per
+    // block, pipelined copies, the register cap's blocks per SM (0 none, -1 the GPU family's default).
     GeneratorParam<int> tile{"tile", 0};
     GeneratorParam<int> warps{"warps", 0};
     GeneratorParam<int> stages{"stages", 0};
@@ -97,7 +97,7 @@ public:
         o.head_dim_qk = s.attention.head_dim_qk;
         o.head_dim_v = s.attention.head_dim_v;
         o.group = G::decode ? std::max(int(group), 1) : int(group);
-        o.family_tile = tile <= 0;  // prefill: each GPU family's tile, as the JIT takes
+        o.family_tile = tile <= 0;
         o.warps = warps;
         o.stages = stages;
         o.min_blocks = min_blocks;

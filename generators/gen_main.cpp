@@ -79,7 +79,8 @@ const char usage[] = R"(neptune_gen: Halide's generator main for Neptune's gener
 
 Generators: prefill_attention, decode_attention, softmax, logsumexp, norm, performer (generators/README.md
 lists their parameters). Flags are Halide's (HALIDE.md 5); with -n and -o, Neptune also writes BASE.neptune.json
-and, per extern stage and GPU family, the embedded fatbin, its CUDA, tile program and nvcc log into DIR.
+and, per extern stage and kernel set (a GPU family; for decode, a tuning of it), the embedded fatbin,
+its CUDA, tile program and nvcc log into DIR.
 Targets spell their CPU features and CUDA capability, e.g.
   x86-64-linux-sse41-avx-avx2-fma-f16c-cuda-cuda_capability_86-strict_float-no_runtime
 )";

@@ -167,7 +167,8 @@ void GpuPipeline::realize(Halide::Pipeline::RealizationArg outputs) { pipeline_.
 std::string GpuPipeline::tile_program() const {
     std::string s;
     for (const ExternStageInfo &st : stages_)
-        for (const ExternStageInfo::KernelSet &k : st.sets) s += "// " + st.name + ", " + k.arch + (k.variant.empty() ? "" : ", " + k.variant) + "\n" + k.tile_program;
+        for (const ExternStageInfo::KernelSet &k : st.sets)
+            s += "// " + st.name + ", " + k.arch + (k.variant.empty() ? "" : ", " + k.variant) + "\n" + k.tile_program;
     return s;
 }
 

@@ -74,7 +74,6 @@ struct Group {
         std::vector<IntExpr> workspace_elements;
     };
     std::map<int, Loaded> loaded;  // by index in desc.sets
-    int last_set = -1;             // the set of the last launch (trace)
     // (stream, name) -> (device memory, bytes): runs on different streams may overlap on the GPU.
     std::map<std::pair<void *, std::string>, std::pair<void *, size_t>> workspaces;
 };
@@ -267,13 +266,13 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
     return 0;
 }
 
+/** Runs the kernels of the set chosen for this call; `*set_index` is its index (-1 before one is chosen). */
 int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda,
-           std::map<std::string, int64_t> &vars) {
-    g.last_set = -1;
+           std::map<std::string, int64_t> &vars, int *set_index) {
     if (int rc = probe(uc, g)) return rc;
     const int index = choose_kernel_set(g.desc, g.cc, g.sm_count, vars);
     if (int rc = load(uc, g, index)) return rc;
-    g.last_set = index;
+    *set_index = index;
     const KernelSet &set = g.desc.sets[size_t(index)];
     const Group::Loaded &l = g.loaded.at(index);
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
@@ -373,15 +372,15 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     return 0;
 }
 
-void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const int32_t *scalars) {
+void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const int32_t *scalars, int set_index = -1) {
     const neptune_halide_trace_fn fn = trace_fn.load();
     if (!fn) return;
     std::vector<const char *> names, scalar_names;
     for (const TensorSpec &t : g.desc.buffers) names.push_back(t.name.c_str());
     for (const std::string &s : g.desc.scalars) scalar_names.push_back(s.c_str());
     std::string set;
-    if (!query && g.last_set >= 0) {
-        const KernelSet &k = g.desc.sets[size_t(g.last_set)];
+    if (!query && set_index >= 0) {
+        const KernelSet &k = g.desc.sets[size_t(set_index)];
         set = k.arch + " (" + k.codes + ")";
         if (k.stages) set += ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages";
     }
@@ -445,12 +444,12 @@ int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const
         trace(g, true, 0, bufs, scalars);
         return 0;
     }
-    int rc = 0;
+    int rc = 0, set_index = -1;
     {
         std::lock_guard<std::mutex> hold(g.lock);
-        rc = launch(uc, g, bufs, cuda, vars);
+        rc = launch(uc, g, bufs, cuda, vars, &set_index);
     }
-    trace(g, false, rc, bufs, scalars);
+    trace(g, false, rc, bufs, scalars, set_index);
     return rc;
 }
 
