@@ -42,11 +42,9 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
                                 {"descriptor_id", descriptor.at("id")}, {"sets", nlohmann::json::array()}};
         for (size_t k = 0; k < s.sets.size(); k++) {
             const neptune::ExternStageInfo::KernelSet &set = s.sets[k];
-            const nlohmann::json &sd = descriptor.at("sets").at(k);
-            const int keys = sd.at("tile_keys"), stages = sd.at("stages");
             // Split-K stages carry a set per tuning: its keys per tile and stages name it.
             const std::string stem = base + "." + s.name + "." + set.arch +
-                                     (stages ? "." + std::to_string(keys) + "x" + std::to_string(stages) : "");
+                                     (set.stages ? "." + std::to_string(set.tile_keys) + "x" + std::to_string(set.stages) : "");
             ok = write(dir + "/" + stem + ".fatbin", set.image) && ok;
             ok = write(dir + "/" + stem + ".cu", set.cuda) && ok;
             ok = write(dir + "/" + stem + ".tir", set.tile_program) && ok;
@@ -59,7 +57,7 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
                                    {"registers", u.registers}, {"spill_stores", u.spill_stores},
                                    {"spill_loads", u.spill_loads}, {"stack_bytes", u.stack_bytes}});
             }
-            stage["sets"].push_back({{"arch", set.arch}, {"codes", set.codes}, {"tile_keys", keys}, {"stages", stages},
+            stage["sets"].push_back({{"arch", set.arch}, {"codes", set.codes}, {"tile_keys", set.tile_keys}, {"stages", set.stages},
                                      {"fatbin", stem + ".fatbin"},
                                      {"cuda", stem + ".cu"}, {"tile_program", stem + ".tir"}, {"log", stem + ".log"},
                                      {"kernels", kernels}});

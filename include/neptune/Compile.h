@@ -76,7 +76,7 @@ struct ExternStageInfo {
     struct KernelSet {
         std::string arch;          // the lowering's GPU family: sm_80, sm_90a
         std::string codes;         // what the image holds: "sm_80,compute_90"
-        std::string variant;       // split-K: the tuning, e.g. "32-key tiles, 2 stages"; else empty
+        int tile_keys = 0, stages = 0;  // split-K: the tuning of this set (keys per tile, stages); else 0
         std::string tile_program;  // tir::to_string
         std::string cuda;          // the emitted CUDA C++
         std::string image;         // the fatbin, cubin or PTX the stage loads

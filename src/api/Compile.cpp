@@ -168,7 +168,9 @@ std::string GpuPipeline::tile_program() const {
     std::string s;
     for (const ExternStageInfo &st : stages_)
         for (const ExternStageInfo::KernelSet &k : st.sets)
-            s += "// " + st.name + ", " + k.arch + (k.variant.empty() ? "" : ", " + k.variant) + "\n" + k.tile_program;
+            s += "// " + st.name + ", " + k.arch +
+                 (k.stages ? ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages" : "") +
+                 "\n" + k.tile_program;
     return s;
 }
 

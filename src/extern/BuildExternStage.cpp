@@ -141,16 +141,15 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     struct Built {
         tir::Program program;
         ArchTarget target;
-        int tile_keys = 0, stages = 0;
     };
     std::vector<Built> built;
+    // A sliding window takes smaller family tiles; the plan tells (the same for every family).
+    const bool windowed =
+        opt.family_tile && !decode &&
+        skips_leading_tiles(plan, {iso.output}, default_lower_options(GpuArch::Sm80, *dtype, dqk, dv, false, group));
     for (const ArchTarget &a : targets(opt)) {
-        LowerOptions base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group);
-        if (!opt.family_tile) {
-            base.block_n = plan.tile;
-        } else if (!decode && skips_leading_tiles(plan, {iso.output}, base)) {
-            base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, /*windowed=*/true);
-        }
+        LowerOptions base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, windowed);
+        if (!opt.family_tile) base.block_n = plan.tile;
         if (opt.warps > 0) base.warps = opt.warps;
         if (opt.stages > 0) base.stages = opt.stages;
         if (opt.min_blocks >= 0) base.min_blocks_per_sm = opt.min_blocks;
@@ -164,7 +163,10 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
             ExternStageInfo::KernelSet set;
             set.arch = arch_name(a.arch);
             set.codes = join(a.codes);
-            if (decode) set.variant = std::to_string(lo.block_n) + "-key tiles, " + std::to_string(lo.stages) + " stages";
+            if (decode) {
+                set.tile_keys = lo.block_n;
+                set.stages = lo.stages;
+            }
             set.tile_program = tir::to_string(p);
             set.cuda = emit_cuda(p);
             const std::string stem = stage + "_" + a.lowering + (decode ? "_" + std::to_string(lo.block_n) + "_" +
@@ -184,7 +186,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
             set.image.assign(m.cubin.begin(), m.cubin.end());
             set.compile_log = m.log;
             info.sets.push_back(std::move(set));
-            built.push_back({std::move(p), a, decode ? lo.block_n : 0, decode ? lo.stages : 0});
+            built.push_back({std::move(p), a});
         }
     }
 
@@ -274,8 +276,8 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         ks.codes = info.sets[s].codes;
         ks.min_cc = built[s].target.min_cc;
         ks.max_cc = built[s].target.max_cc;
-        ks.tile_keys = built[s].tile_keys;
-        ks.stages = built[s].stages;
+        ks.tile_keys = info.sets[s].tile_keys;
+        ks.stages = info.sets[s].stages;
         ks.image = info.sets[s].image;
         std::set<std::string> known;
         for (const interop::TensorSpec &t : d.buffers) known.insert(t.name);

@@ -111,8 +111,9 @@ struct GroupDescriptor {
 };
 
 /** The set a call takes (KernelSet's rule) on a device of compute capability `cc` (major * 10 +
- * minor) with `sm_count` SMs, given the stage's scalars; -1 when no set serves the device. */
-int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, const std::map<std::string, int64_t> &vars);
+ * minor) with `sm_count` SMs; `split_blocks` is the call's split_blocks value (ignored without
+ * split-K). -1 when no set serves the device. */
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks);
 
 /** JSON text with base64 images; `id` is filled with a hash of the rest. */
 std::string write_descriptor(const GroupDescriptor &d);

@@ -31,12 +31,11 @@
 
 namespace neptune::interop {
 
-int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, const std::map<std::string, int64_t> &vars) {
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks) {
     int want_keys = 0, want_stages = 0;
     if (!d.split_blocks.empty()) {  // split-K: the JIT's tuning for this shape
-        const int64_t blocks = IntExpr::parse(d.split_blocks).eval(vars);
-        want_keys = internal::decode_block_n(blocks, sm_count, 0);
-        want_stages = internal::decode_stages(blocks, sm_count);
+        want_keys = internal::decode_block_n(split_blocks, sm_count, 0);
+        want_stages = internal::decode_stages(split_blocks, sm_count);
     }
     int best = -1, best_score = -1;
     for (size_t i = 0; i < d.sets.size(); i++) {
@@ -270,7 +269,8 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
 int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda,
            std::map<std::string, int64_t> &vars, int *set_index) {
     if (int rc = probe(uc, g)) return rc;
-    const int index = choose_kernel_set(g.desc, g.cc, g.sm_count, vars);
+    const int64_t split_blocks = g.desc.split_blocks.empty() ? 0 : g.split_blocks.eval(vars);
+    const int index = choose_kernel_set(g.desc, g.cc, g.sm_count, split_blocks);
     if (int rc = load(uc, g, index)) return rc;
     *set_index = index;
     const KernelSet &set = g.desc.sets[size_t(index)];
@@ -279,7 +279,7 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     if (g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
         const int64_t chunks =
             g.desc.chunks > 0 ? g.desc.chunks
-                              : internal::split_k_chunks(g.split_blocks.eval(vars), g.split_keys.eval(vars),
+                              : internal::split_k_chunks(split_blocks, g.split_keys.eval(vars),
                                                          set.tile_keys, g.sm_count,
                                                          internal::resident_blocks(set.kernels.at(0).shared_bytes,
                                                                                    g.max_shared_per_block));

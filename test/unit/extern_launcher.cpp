@@ -191,7 +191,7 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
     add("sm_80", 80, 1000, 32, 3);   // 3
     add("sm_80", 80, 1000, 32, 2);   // 4
     auto on = [&](int cc, int sms, int batch, int kv_heads) {
-        return interop::choose_kernel_set(d, cc, sms, {{"batch", batch}, {"kv_heads", kv_heads}});
+        return interop::choose_kernel_set(d, cc, sms, int64_t(batch) * kv_heads);  // split_blocks
     };
     CHECK(on(90, 132, 1, 8) == 2);     // 8 groups: one block per SM after 16 chunks, 64 keys, 3 stages
     CHECK(on(90, 132, 1, 32) == 0);    // 32 groups: 32 keys, 3 stages
@@ -204,8 +204,8 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
     CHECK(on(75, 40, 1, 8) == -1);
     interop::GroupDescriptor prefill = d;  // no split-K: the first set of the family
     prefill.split_blocks.clear();
-    CHECK(interop::choose_kernel_set(prefill, 90, 132, {}) == 0);
-    CHECK(interop::choose_kernel_set(prefill, 86, 84, {}) == 3);
+    CHECK(interop::choose_kernel_set(prefill, 90, 132, 8) == 0);
+    CHECK(interop::choose_kernel_set(prefill, 86, 84, 8) == 3);
 }
 
 TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {
