@@ -302,6 +302,11 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "missing rows skipped), 0 in mma fragments; -1 = 1")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    sub->add_option("--two-pass-combine", o.two_pass_combine,
+                    "decode: 1 the combine takes the maximum over all chunks first, then adds each chunk repaired "
+                    "to it (independent merges), 0 one rolling pass (each chunk rescales the running state); -1 = 0")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
     sub->add_option("--key-warps", o.key_warps,
                     "decode: warps per block that split each KV tile along the keys (--block-n keys each, own "
                     "softmax state, merged by the folded combine); 0 or 1 = one warp per block")

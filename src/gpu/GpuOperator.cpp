@@ -59,6 +59,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.fold_combine = opt.fold_combine;
     c.interleave_chunks = opt.interleave_chunks;
     c.warp_rows_combine = opt.warp_rows_combine;
+    c.two_pass_combine = opt.two_pass_combine;
     c.key_warps = opt.key_warps;
     c.tma_loads = opt.tma_loads;
     c.tma_l2_promotion = opt.tma_l2_promotion;

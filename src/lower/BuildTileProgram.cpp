@@ -691,7 +691,11 @@ private:
 
     // Split-K, kernel 2: rows are (batch, head) pairs. One pass over the chunks merges each chunk's
     // states into running ones, as the rolling update merges tiles: producers first, then
-    // t = h(t, r -> r') + h(t_p, r_p -> r') with r' the merged producer, then the epilogue.
+    // t = h(t, r -> r') + h(t_p, r_p -> r') with r' the merged producer, then the epilogue. With
+    // two_pass_combine, one pass per level of the dependency chain instead: the producers (the
+    // maximum) reach their final values r first, then each dependent state adds its chunks'
+    // h(t_p, r_p -> r); no running state is repaired, so the chunks' merges are independent
+    // (measured level with the rolling pass: perf-log.md, session 23).
     Kernel combine_kernel() {
         Kernel k;
         k.name = "neptune_split_k_combine";
@@ -717,18 +721,14 @@ private:
         const Expr chunk_row0 =
             kw() > 1 ? ((int_var("p") / kw()) * int_var("batch") * int_var("kv_heads") + group_index) * bm() + (int_var("p") % kw()) * 16
                      : int_var("p") * int_var("n_rows") + int_var("r0");
-        Block step;
-        for (const StageInfo &si : stages_) {  // the chunk's states: independent loads, issued together
-            const std::string part = si.name + "_p";
-            if (si.tile) {
-                k.values[part] = acc_tile(dvp());
-                step.push_back(make_load(part, "ws_" + si.name, chunk_row0 * dvp(), Expr(dvp()), valid, Expr(dvp())));
-            } else {
-                k.values[part] = row_vec();
-                const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-                step.push_back(make_row_load(part, "ws_" + si.name, chunk_row0, Expr(1), valid, id));
-            }
+        if (opt_.two_pass_combine) {
+            combine_by_levels(k, body, chunk_row0, valid, rows);
+            epilogue(k, body, rows, int_var("r0"), valid);
+            k.body = body;
+            return k;
         }
+        Block step;
+        for (const StageInfo &si : stages_) load_partial(k, step, si, chunk_row0, valid);  // issued together
         std::vector<std::string> merged;
         for (const StageInfo &si : stages_) {
             // h from the running producers (old) and from the chunk's, both to the merged ones (new).
@@ -782,6 +782,83 @@ private:
         epilogue(k, body, rows, int_var("r0"), valid);
         k.body = body;
         return k;
+    }
+
+    /** The stage's level in the dependency chain: 0 without producers, else one above its highest. */
+    int level_of(const StageInfo &si) const {
+        int level = 0;
+        for (const std::string &pn : si.producers) level = std::max(level, level_of(stage_named(pn)) + 1);
+        return level;
+    }
+
+    /** The chunk's partial of stage `si` into `si.name`_p: a tile or a row vector of workspace rows. */
+    void load_partial(Kernel &k, Block &step, const StageInfo &si, const Expr &chunk_row0, const Expr &valid) {
+        const std::string part = si.name + "_p";
+        if (si.tile) {
+            k.values[part] = acc_tile(dvp());
+            step.push_back(make_load(part, "ws_" + si.name, chunk_row0 * dvp(), Expr(dvp()), valid, Expr(dvp())));
+        } else {
+            k.values[part] = row_vec();
+            const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+            step.push_back(make_row_load(part, "ws_" + si.name, chunk_row0, Expr(1), valid, id));
+        }
+    }
+
+    /** two_pass_combine: a loop over the chunks per level; at level L the stages of that level merge
+     * their chunks' partials repaired to the final values of their producers (all of lower levels). */
+    void combine_by_levels(Kernel &k, Block &body, const Expr &chunk_row0, const Expr &valid,
+                           const std::map<std::string, Expr> &rows) {
+        int top = 0;
+        for (const StageInfo &si : stages_) top = std::max(top, level_of(si));
+        for (int level = 0; level <= top; level++) {
+            std::vector<const StageInfo *> here;
+            std::set<std::string> needed;  // partials the level's repairs read: its producers'
+            for (const StageInfo &si : stages_)
+                if (level_of(si) == level) {
+                    here.push_back(&si);
+                    needed.insert(si.producers.begin(), si.producers.end());
+                }
+            Block step;
+            std::vector<std::string> carried;
+            for (const StageInfo &si : stages_)  // the chunk's partials: independent loads, issued together
+                if (needed.count(si.name) || level_of(si) == level) load_partial(k, step, si, chunk_row0, valid);
+            for (const StageInfo *si : here) {
+                const std::string part = si->name + "_p";
+                carried.push_back(si->name);
+                // h from the chunk's producers (r_p) to the final ones (r): the loop above ended them.
+                Expr scale = Expr(1.0f), shift;
+                if (!si->producers.empty()) {
+                    std::map<std::string, Expr> to_final;
+                    for (size_t p = 0; p < si->producers.size(); p++) {
+                        const std::string &pn = si->producers[p];
+                        const Reducer pr = stage_named(pn).st->reducer;
+                        to_final[si->st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
+                        to_final[sym::Context::primed(si->st->producers[p])] = guarded_producer(pr, fvar(pn));
+                    }
+                    const Expr c = si->st->repair.coeff[0][0], sh = si->st->repair.shift[0];
+                    if (c.defined()) scale = collapse_guards(bind(HI::substitute(to_final, c), rows));
+                    if (sh.defined()) shift = bind(HI::substitute(to_final, sh), rows);
+                }
+                if (si->tile) {
+                    // A chunk's empty partial (0) adds nothing, also where its factor would overflow.
+                    k.values[part + "_scale"] = row_vec();
+                    step.push_back(make_row_map(part + "_scale", scale, "repair of chunk p"));
+                    step.push_back(make_map(si->name, fvar(si->name) + Halide::select(fvar(part) == 0.0f, 0.0f,
+                                                                                      fvar(part) * fvar(part + "_scale"))));
+                    continue;
+                }
+                const Expr id = reducer_identity(si->st->reducer);
+                Expr h = fvar(part);
+                if (!si->producers.empty()) {
+                    Expr y = fvar(part) * scale;
+                    if (shift.defined()) y = y + shift;
+                    h = Halide::select(fvar(part) == id, fvar(part), y);  // h(identity) = identity
+                }
+                step.push_back(make_row_map(si->name, reducer_combine(si->st->reducer, fvar(si->name), h),
+                                            si->producers.empty() ? "" : "chunk p repaired to the final producers"));
+            }
+            body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), carried, step));
+        }
     }
 
     const FusedPlan &plan_;

@@ -30,6 +30,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
     if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
+    if (c.two_pass_combine >= 0) lo.two_pass_combine = c.two_pass_combine == 1;
     if (c.tma_loads == 1 && c.arch != GpuArch::Sm90a)
         throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));
     if (c.tma_loads >= 0) lo.tma_loads = c.tma_loads == 1;

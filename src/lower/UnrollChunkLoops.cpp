@@ -11,6 +11,8 @@ namespace HI = Halide::Internal;
 namespace {
 
 constexpr int kRegisterBudget = 128;  // registers per lane the in-flight loads of U iterations may take
+constexpr int kRowLoadsFactor = 4;    // loops of row-vector loads only (a register each): U times this
+constexpr int kMostInFlight = 16;     // ... up to this many chunks
 
 /** Registers per lane of a register tile: warp-rows tiles are per warp, mma fragments 16 rows per warp. */
 int lane_registers(const Kernel &k, const TileType &t) {
@@ -44,7 +46,8 @@ int factor_of(const Kernel &k, const Node &loop, int factor) {
         default: break;
         }
     if (!loads) return 0;
-    return std::max(1, std::min(factor, registers ? kRegisterBudget / registers : factor));
+    if (!registers) return std::min(factor * kRowLoadsFactor, std::max(factor, kMostInFlight));
+    return std::max(1, std::min(factor, kRegisterBudget / registers));
 }
 
 /** The loop padded to a multiple of u iterations, as the header says; with a plain unroll instead

@@ -17,7 +17,9 @@ namespace neptune::internal {
  * (TileLoad, RowLoad) and holds no shared tile, nested loop, condition, barrier or dot has unroll = U,
  * with U = `factor`, fewer where the register tiles one iteration loads take more than 128 registers
  * per lane over U iterations (a 16-row mma fragment of 128 f32 columns in a one-warp kernel: 64, so
- * U = 2; a 4-row warp-rows strip: 16, so U up to 8). Where the body is loads followed by maps and U > 1,
+ * U = 2; a 4-row warp-rows strip: 16, so U up to 8); a loop of row-vector loads only (the split-K
+ * combine's pass over the producers, a register each) takes 4 * factor, at most 16 (or factor if more).
+ * Where the body is loads followed by maps and U > 1,
  * the loop runs to begin + ceil((end - begin) / U) * U; past `end` its loads have no valid rows and
  * each map that writes a carried value writes select(var < end, its value, the old one). Other bodies
  * get `#pragma unroll U` alone. factor <= 1: unchanged.

@@ -31,6 +31,7 @@ struct Case {
     int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
     int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
     int interleave = -1;    // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
+    int two_pass = -1;      // decode: 1 the combine ends the maximum over all chunks first (the default rolls)
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
 };
@@ -59,6 +60,7 @@ void run(const OperatorSpec &op, const Case &c) {
     lc.tma_loads = c.tma_loads;
     lc.wgmma = c.wgmma;
     lc.interleave_chunks = c.interleave;
+    lc.two_pass_combine = c.two_pass;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
     if (c.tma_loads == 1) CHECK(l.program.kernels.at(0).tensor_maps.size() == 2);  // K and V by TMA, Q not
@@ -140,6 +142,23 @@ TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave_
         for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
                                         {1, 700, 64, 64, 0, 0, 32, 11}}) {
             c.interleave = 0;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: split-K decode with the two-pass combine (maximum first) matches fp64 too") {
+    // The default rolls the chunks into running states (the cases above); two passes, folded and as a
+    // second kernel, with empty chunks (more chunks than tiles: their partials are the identities, and
+    // their repair factors from a guarded -inf would overflow) and 11 chunks (the passes padded to 16
+    // and 12).
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
+                                        {1, 700, 64, 64, 0, 0, 32, 11}}) {
+            c.two_pass = 1;
+            run(op, c);
+            c.fold_combine = 0;
             run(op, c);
         }
     }

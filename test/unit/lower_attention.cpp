@@ -248,17 +248,19 @@ TEST_CASE("lower: unroll_chunk_loops keeps U iterations' register tiles within 1
     prog.kernels = {k};
     const tir::Kernel u = internal::unroll_chunk_loops(prog, 8).kernels.at(0);
     tir::verify(u);
-    CHECK(u.body[0]->unroll == 8);  // row vectors: the factor
+    CHECK(u.body[0]->unroll == 16);  // row vectors only: 4 times the factor, at most 16
     CHECK(u.body[1]->unroll == 2);  // 64 registers of fragments per iteration
     CHECK(u.body[2]->unroll == 8);  // 16 registers of warp rows per iteration
     CHECK(u.body[3]->unroll == 1);  // shared tiles: the pipelined loops' business
-    // Padded: 5 iterations become 8 (and 6 for U = 2); the loads past the fifth have no valid rows.
-    CHECK(Halide::Internal::can_prove(u.body[0]->end == 8));
+    // Padded: 5 iterations become 16 (and 6 for U = 2); the loads past the fifth have no valid rows.
+    CHECK(Halide::Internal::can_prove(u.body[0]->end == 16));
     CHECK(Halide::Internal::can_prove(u.body[1]->end == 6));
     CHECK(Halide::Internal::can_prove(u.body[3]->end == 5));
     CHECK(Halide::Internal::can_prove(Halide::Internal::substitute("p", 5, u.body[2]->body[0]->valid_rows) == 0));
     CHECK(Halide::Internal::can_prove(Halide::Internal::substitute("p", 4, u.body[2]->body[0]->valid_rows) == 4));
     CHECK(internal::unroll_chunk_loops(prog, 1).kernels.at(0).body[0]->unroll == 1);
+    CHECK(internal::unroll_chunk_loops(prog, 2).kernels.at(0).body[0]->unroll == 8);
+    CHECK(internal::unroll_chunk_loops(prog, 32).kernels.at(0).body[0]->unroll == 32);  // a factor above 16 stays
 }
 
 TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each (batch, KV head) group") {
@@ -512,6 +514,36 @@ TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers a
     const tir::Program p = internal::lower_operator(inst, off).program;
     for (const auto &[name, t] : p.kernels[0].values) CHECK(!tir::is_warp_rows(t));
     CHECK(internal::emit_cuda(p).find("warp_rows") == std::string::npos);
+}
+
+TEST_CASE("lower: the two-pass combine ends the maximum over all chunks before it adds any, and repairs no running state") {
+    // An option (the rolling pass is the default): pass 1 loads the row maxima alone, a register each,
+    // so unroll_chunk_loops takes 16 chunks at a time; pass 2 takes the factor's 4.
+    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    c.two_pass_combine = 1;
+    const std::string two = tir::to_string(internal::lower_operator(inst, c).program);
+    INFO(two);
+    check_in_order(two, {"if last of chunks arrivals",
+                         // pass 1: the row maxima alone, 16 chunks' loads in flight (a register each)
+                         "for p in [0, (chunks + 15) / 16 * 16) carrying row_max_c unrolled x16 {",
+                         "row_max_c = row_map(select(p < chunks * 1, max(row_max_c, row_max_p), row_max_c))", "}",
+                         // pass 2: each chunk repaired to the final maximum and added
+                         "for p in [0, (chunks + 3) / 4 * 4) carrying acc_c, row_sum_c unrolled x4 {",
+                         "acc_p_scale = row_map(exp(select(row_max_p == -inf, 0, row_max_p) - select(row_max_c == -inf, 0, "
+                         "row_max_c)))",
+                         "acc_c = map(select(p < chunks * 1, acc_c + select(acc_p == 0, 0, acc_p * acc_p_scale), acc_c))",
+                         "o_out_c = map("});
+    const std::string combine = two.substr(two.find("if last of chunks arrivals"));
+    CHECK(combine.find("row_max_new") == std::string::npos);  // no running maximum to repair from
+    CHECK(combine.find("acc_c * ") == std::string::npos);     // the running state is never rescaled
+    CHECK_NOTHROW(compile_sm90a(internal::emit_cuda(internal::lower_operator(inst, c).program), "decode_gqa_two_pass.cu"));
+    c.two_pass_combine = -1;  // the default, rolling: one pass, the running state repaired per chunk
+    const std::string one = tir::to_string(internal::lower_operator(inst, c).program);
+    const std::string rolling = one.substr(one.find("if last of chunks arrivals"));
+    CHECK(rolling.find("row_max_new_c") != std::string::npos);
+    CHECK(rolling.find("acc_c * acc_scale_c") != std::string::npos);
 }
 
 TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, reduces, reads a user tensor, or reloads what it stored") {
