@@ -1,5 +1,6 @@
 #include "lower/BuildTileProgram.h"
 
+#include <algorithm>
 #include <set>
 
 #include "frontend/Symbolic.h"
@@ -732,24 +733,10 @@ private:
         std::vector<std::string> merged;
         for (const StageInfo &si : stages_) {
             // h from the running producers (old) and from the chunk's, both to the merged ones (new).
-            std::map<std::string, Expr> from_run, from_part;
-            for (size_t p = 0; p < si.producers.size(); p++) {
-                const std::string pn = si.producers[p];
-                const Reducer pr = stage_named(pn).st->reducer;
-                const std::string primed = sym::Context::primed(si.st->producers[p]);
-                from_run[si.st->producers[p]] = guarded_producer(pr, fvar(pn));
-                from_part[si.st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
-                from_run[primed] = from_part[primed] = guarded_producer(pr, fvar(pn + "_new"));
-            }
-            const auto repair = [&](const std::map<std::string, Expr> &rb, Expr &scale, Expr &shift) {
-                const Expr c = si.st->repair.coeff[0][0], sh = si.st->repair.shift[0];
-                scale = c.defined() ? collapse_guards(bind(HI::substitute(rb, c), rows)) : Expr(1.0f);
-                if (sh.defined()) shift = bind(HI::substitute(rb, sh), rows);
-            };
             Expr scale_run = Expr(1.0f), shift_run, scale_part = Expr(1.0f), shift_part;
             if (!si.producers.empty()) {
-                repair(from_run, scale_run, shift_run);
-                repair(from_part, scale_part, shift_part);
+                repair_terms(si, producer_binding(si, "", "_new"), rows, scale_run, shift_run);
+                repair_terms(si, producer_binding(si, "_p", "_new"), rows, scale_part, shift_part);
             }
             const std::string part = si.name + "_p";
             if (si.tile) {
@@ -763,17 +750,10 @@ private:
                                                      Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
                 continue;
             }
-            const Expr id = reducer_identity(si.st->reducer);
-            const auto h = [&](const std::string &x, const Expr &scale, const Expr &shift) {
-                if (si.producers.empty()) return fvar(x);
-                Expr y = fvar(x) * scale;
-                if (shift.defined()) y = y + shift;
-                return Halide::select(fvar(x) == id, fvar(x), y);  // h(identity) = identity
-            };
             k.values[si.name + "_new"] = row_vec();
             step.push_back(make_row_map(si.name + "_new",
-                                        reducer_combine(si.st->reducer, h(si.name, scale_run, shift_run),
-                                                        h(part, scale_part, shift_part)),
+                                        reducer_combine(si.st->reducer, repaired(si, si.name, scale_run, shift_run),
+                                                        repaired(si, part, scale_part, shift_part)),
                                         si.producers.empty() ? "" : "repair of " + si.name + " and of chunk p"));
             merged.push_back(si.name);
         }
@@ -789,6 +769,35 @@ private:
         int level = 0;
         for (const std::string &pn : si.producers) level = std::max(level, level_of(stage_named(pn)) + 1);
         return level;
+    }
+
+    /** The stage's producers as the repair names them: unprimed (from) pn + `from`, primed (to) pn + `to`,
+     * each guarded (guarded_producer). */
+    std::map<std::string, Expr> producer_binding(const StageInfo &si, const std::string &from, const std::string &to) {
+        std::map<std::string, Expr> b;
+        for (size_t p = 0; p < si.producers.size(); p++) {
+            const std::string &pn = si.producers[p];
+            const Reducer pr = stage_named(pn).st->reducer;
+            b[si.st->producers[p]] = guarded_producer(pr, fvar(pn + from));
+            b[sym::Context::primed(si.st->producers[p])] = guarded_producer(pr, fvar(pn + to));
+        }
+        return b;
+    }
+
+    /** The repair's factor and shift under `binding`, rows bound (scale 1 where the repair has none). */
+    void repair_terms(const StageInfo &si, const std::map<std::string, Expr> &binding,
+                      const std::map<std::string, Expr> &rows, Expr &scale, Expr &shift) {
+        const Expr c = si.st->repair.coeff[0][0], sh = si.st->repair.shift[0];
+        scale = c.defined() ? collapse_guards(bind(HI::substitute(binding, c), rows)) : Expr(1.0f);
+        if (sh.defined()) shift = bind(HI::substitute(binding, sh), rows);
+    }
+
+    /** h applied to row state `x` of a row stage: x * scale + shift, the identity kept (h(id) = id). */
+    Expr repaired(const StageInfo &si, const std::string &x, const Expr &scale, const Expr &shift) {
+        if (si.producers.empty()) return fvar(x);
+        Expr y = fvar(x) * scale;
+        if (shift.defined()) y = y + shift;
+        return Halide::select(fvar(x) == reducer_identity(si.st->reducer), fvar(x), y);
     }
 
     /** The chunk's partial of stage `si` into `si.name`_p: a tile or a row vector of workspace rows. */
@@ -808,54 +817,35 @@ private:
      * their chunks' partials repaired to the final values of their producers (all of lower levels). */
     void combine_by_levels(Kernel &k, Block &body, const Expr &chunk_row0, const Expr &valid,
                            const std::map<std::string, Expr> &rows) {
-        int top = 0;
-        for (const StageInfo &si : stages_) top = std::max(top, level_of(si));
-        for (int level = 0; level <= top; level++) {
-            std::vector<const StageInfo *> here;
+        std::vector<int> level;
+        for (const StageInfo &si : stages_) level.push_back(level_of(si));
+        const int top = *std::max_element(level.begin(), level.end());
+        for (int l = 0; l <= top; l++) {
             std::set<std::string> needed;  // partials the level's repairs read: its producers'
-            for (const StageInfo &si : stages_)
-                if (level_of(si) == level) {
-                    here.push_back(&si);
-                    needed.insert(si.producers.begin(), si.producers.end());
-                }
+            for (size_t i = 0; i < stages_.size(); i++)
+                if (level[i] == l) needed.insert(stages_[i].producers.begin(), stages_[i].producers.end());
             Block step;
             std::vector<std::string> carried;
-            for (const StageInfo &si : stages_)  // the chunk's partials: independent loads, issued together
-                if (needed.count(si.name) || level_of(si) == level) load_partial(k, step, si, chunk_row0, valid);
-            for (const StageInfo *si : here) {
-                const std::string part = si->name + "_p";
-                carried.push_back(si->name);
-                // h from the chunk's producers (r_p) to the final ones (r): the loop above ended them.
+            for (size_t i = 0; i < stages_.size(); i++)  // the chunk's partials: independent loads, issued together
+                if (level[i] == l || needed.count(stages_[i].name)) load_partial(k, step, stages_[i], chunk_row0, valid);
+            for (size_t i = 0; i < stages_.size(); i++) {
+                const StageInfo &si = stages_[i];
+                if (level[i] != l) continue;
+                const std::string part = si.name + "_p";
+                carried.push_back(si.name);
+                // h from the chunk's producers (r_p) to the final ones (r): the loops before ended them.
                 Expr scale = Expr(1.0f), shift;
-                if (!si->producers.empty()) {
-                    std::map<std::string, Expr> to_final;
-                    for (size_t p = 0; p < si->producers.size(); p++) {
-                        const std::string &pn = si->producers[p];
-                        const Reducer pr = stage_named(pn).st->reducer;
-                        to_final[si->st->producers[p]] = guarded_producer(pr, fvar(pn + "_p"));
-                        to_final[sym::Context::primed(si->st->producers[p])] = guarded_producer(pr, fvar(pn));
-                    }
-                    const Expr c = si->st->repair.coeff[0][0], sh = si->st->repair.shift[0];
-                    if (c.defined()) scale = collapse_guards(bind(HI::substitute(to_final, c), rows));
-                    if (sh.defined()) shift = bind(HI::substitute(to_final, sh), rows);
-                }
-                if (si->tile) {
+                if (!si.producers.empty()) repair_terms(si, producer_binding(si, "_p", ""), rows, scale, shift);
+                if (si.tile) {
                     // A chunk's empty partial (0) adds nothing, also where its factor would overflow.
                     k.values[part + "_scale"] = row_vec();
                     step.push_back(make_row_map(part + "_scale", scale, "repair of chunk p"));
-                    step.push_back(make_map(si->name, fvar(si->name) + Halide::select(fvar(part) == 0.0f, 0.0f,
-                                                                                      fvar(part) * fvar(part + "_scale"))));
+                    step.push_back(make_map(si.name, fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f,
+                                                                                    fvar(part) * fvar(part + "_scale"))));
                     continue;
                 }
-                const Expr id = reducer_identity(si->st->reducer);
-                Expr h = fvar(part);
-                if (!si->producers.empty()) {
-                    Expr y = fvar(part) * scale;
-                    if (shift.defined()) y = y + shift;
-                    h = Halide::select(fvar(part) == id, fvar(part), y);  // h(identity) = identity
-                }
-                step.push_back(make_row_map(si->name, reducer_combine(si->st->reducer, fvar(si->name), h),
-                                            si->producers.empty() ? "" : "chunk p repaired to the final producers"));
+                step.push_back(make_row_map(si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired(si, part, scale, shift)),
+                                            si.producers.empty() ? "" : "chunk p repaired to the final producers"));
             }
             body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), carried, step));
         }
