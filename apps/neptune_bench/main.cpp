@@ -307,6 +307,12 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                     "to it (independent merges), 0 one rolling pass (each chunk rescales the running state); -1 = 0")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    sub->add_option("--cluster-merge", o.cluster_merge,
+                    "decode on sm_90a: 1 a group's chunk blocks are a thread block cluster and merge through shared "
+                    "memory, 0 through the workspace and an arrival counter; -1 = 1 where the chunks are 2 to 8 "
+                    "(profile; emit: 0)")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1));
     sub->add_option("--key-warps", o.key_warps,
                     "decode: warps per block that split each KV tile along the keys (--block-n keys each, own "
                     "softmax state, merged by the folded combine); 0 or 1 = one warp per block")

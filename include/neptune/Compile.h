@@ -77,6 +77,7 @@ struct ExternStageInfo {
         std::string arch;          // the lowering's GPU family: sm_80, sm_90a
         std::string codes;         // what the image holds: "sm_80,compute_90"
         int tile_keys = 0, stages = 0;  // split-K: the tuning of this set (keys per tile, stages); else 0
+        bool cluster = false;           // split-K: its groups merge in thread block clusters (sm_90a)
         std::string tile_program;  // tir::to_string
         std::string cuda;          // the emitted CUDA C++
         std::string image;         // the fatbin, cubin or PTX the stage loads

@@ -228,6 +228,11 @@ private:
     void declare_shared() {
         for (const auto &[name, t] : k_.values) {
             if (t.scope != Scope::Shared) continue;
+            if (t.elem == DType::F32) {  // a block's state for its cluster: rows of t.cols floats
+                line("float *const " + ident(name) + "_smem = reinterpret_cast<float *>(smem + " +
+                     std::to_string(layout_.offset.at(name)) + ");");
+                continue;
+            }
             // A function of the buffer index: an array of tiles indexed at run time would live in local memory.
             const int bytes = shared_tile_bytes(t);
             line("const auto " + ident(name) + "_buf = [&](int stage) { return " + tile_type(t) + "{reinterpret_cast<" +
@@ -389,6 +394,36 @@ private:
         line("(void)stage_" + j + "; (void)phase_" + j + ";");
     }
 
+    /** A cluster load: rows of a cluster block's shared f32 tile, by generic loads of its mapped address. */
+    void cluster_load(const Node &n) {
+        const TileType &t = k_.values.at(n.dst), &src = k_.values.at(n.src);
+        const std::string from = "nd::cluster_map(" + ident(n.src) + "_smem, " + scalar(n.rank) + ")";
+        const std::string pitch = std::to_string(src.cols);
+        if (t.layout == Layout::WarpRows) {
+            line("nd::load_cluster_warp_rows(" + ident(n.dst) + ", " + from + ", " + pitch + ", " + scalar(n.row) + ", " +
+                 scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
+            return;
+        }
+        if (t.layout == Layout::WarpRowVector) {
+            line("nd::load_cluster_warp_rows_vec(" + ident(n.dst) + ", " + from + ", " + scalar(n.row) + ", " +
+                 scalar(n.valid_rows) + ", " + ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
+            return;
+        }
+        line("{");
+        indent_++;
+        line("const float *src_ = " + from + " + (long long)(" + scalar(n.row) + ") * " + pitch + ";");
+        if (n.kind == NodeKind::RowLoad) {
+            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? src_[row] : " +
+                     ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
+        } else {
+            line("constexpr int NT_ = " + std::to_string(t.cols / 8) + ";");
+            element_loop(ident(n.dst) + ".v[mt][nt][e] = (row < " + scalar(n.valid_rows) + " && col < " +
+                         scalar(n.valid_cols) + ") ? src_[row * " + pitch + " + col] : 0.0f;");
+        }
+        indent_--;
+        line("}");
+    }
+
     std::string ptr(const std::string &tensor, const Expr &base) const {
         return "(" + ident(tensor) + " + (long long)(" + ExprPrinter(k_, Context::Scalar).print(base) + "))";
     }
@@ -474,6 +509,10 @@ private:
         switch (n.kind) {
         case NodeKind::TileLoad: {
             const TileType &t = k_.values.at(n.dst);
+            if (n.rank.defined()) {
+                cluster_load(n);
+                break;
+            }
             if (t.layout == Layout::WarpRows) {  // whole rows, ld.global.cg (a folded combine's partials)
                 const auto *cols = n.valid_cols.as<HI::IntImm>();
                 const bool whole_fours = cols && cols->value % 4 == 0;  // no row ends inside a lane's four columns
@@ -557,6 +596,10 @@ private:
                  ");");
             break;
         case NodeKind::RowLoad:
+            if (n.rank.defined()) {
+                cluster_load(n);
+                break;
+            }
             if (k_.values.at(n.dst).layout == Layout::WarpRowVector) {
                 line("nd::load_warp_rows_vec(" + ident(n.dst) + ", " + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) +
                      ", 0, " + scalar(n.valid_rows) + ", " + ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
@@ -626,7 +669,16 @@ private:
             }
             break;
         case NodeKind::Convert: {
-            const TileType &src = k_.values.at(n.src);
+            const TileType &src = k_.values.at(n.src), &dst = k_.values.at(n.dst);
+            if (dst.scope == Scope::Shared) {  // the block's state into its shared f32 tile (cluster merge)
+                const std::string rows = n.valid_rows.defined() ? scalar(n.valid_rows) : std::to_string(dst.rows);
+                if (src.layout == Layout::RowVector)
+                    line("nd::store_rows(" + ident(n.dst) + "_smem, " + ident(n.src) + ", 16 * warp, " + rows + ");");
+                else
+                    line("nd::store_acc_f32(" + ident(n.dst) + "_smem, " + std::to_string(dst.cols) + ", " + ident(n.src) +
+                         ", 16 * warp, " + rows + ", " + std::to_string(dst.cols) + ");");
+                break;
+            }
             if (src.scope == Scope::Shared) {
                 // A broadcast source (fewer rows than the warps hold) repeats every src.rows / 16 warps.
                 const int blocks = src.rows / 16;
@@ -653,6 +705,17 @@ private:
             for (const Stmt &b : n.body) stmt(b, lc);
             indent_--;
             line("}");
+            break;
+        case NodeKind::ClusterMerge:
+            // A launch without the kernel's clusters would merge nothing: fail loudly instead.
+            line("if (nd::cluster_size() != unsigned(" + scalar(k_.cluster_x) + ")) __trap();");
+            line("nd::cluster_sync();");
+            line("if (nd::cluster_rank() == 0) {");
+            indent_++;
+            for (const Stmt &b : n.body) stmt(b, lc);
+            indent_--;
+            line("}");
+            line("nd::cluster_sync();  // no block leaves while rank 0 reads its shared memory");
             break;
         case NodeKind::Barrier:
             // With a producer warpgroup, a barrier is among the compute warps only (the producer runs ahead).

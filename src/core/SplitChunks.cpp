@@ -58,4 +58,9 @@ int resident_blocks(int shared_bytes, int max_shared_per_block) {
     return std::max(1, (std::max(max_shared_per_block, 0) + 1024) / (std::max(shared_bytes, 0) + 1024));
 }
 
+bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int key_warps, int fold_combine, int warps) {
+    if (choice >= 0) return choice == 1;
+    return sm90a && key_warps <= 1 && fold_combine != 0 && warps == 1 && chunks >= 2 && chunks <= kMaxClusterChunks;
+}
+
 }  // namespace neptune::internal

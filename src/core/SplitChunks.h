@@ -57,6 +57,17 @@ bool is_split_k_launch_param(const std::string &param);
  * `interleave_choice` (0 runs, 1 round-robin) or, at -1, decode_interleave_chunks(chunks). */
 void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int interleave_choice = -1);
 
+/** The most chunks a cluster merge takes: the portable thread block cluster size. */
+constexpr int kMaxClusterChunks = 8;
+
+/** Whether decode's folded combine merges each group's chunks in a thread block cluster (through
+ * shared memory, lower/FoldCombine.h) rather than through the workspace and an arrival counter:
+ * `choice` 1 yes, 0 no, -1 on sm_90a where the chunks make a portable cluster (2 to 8) of one-warp
+ * blocks (no key-split warps, the combine folded). The emitted fold ends ~2 us after the last stream
+ * at decode_causal 8,8192; the cluster merge measured 245.8 against 247.2 us there and 77.5 against
+ * 78.0 at decode_gqa 8,8192 (perf-log.md, session 24). */
+bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int key_warps, int fold_combine, int warps);
+
 /** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
  * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the
  * driver reserves per block; 227 KB on an H100 or H200). */

@@ -80,7 +80,9 @@ std::vector<ArchTarget> targets(const ExternOptions &o) {
  * below one group per SM, else 2) and, on sm_90a's TMA copies with the family's tile, its keys per
  * tile (decode_block_n: 64 where groups leave one block per SM, at head dims up to 128); an AOT stage
  * carries every tuning those rules can pick, keeping what the user fixed (stages; the directive's
- * tile without family_tile). The first, 3 stages, serves where no other fits. */
+ * tile without family_tile). The first, 3 stages, serves where no other fits. On sm_90a's TMA copies
+ * with one-warp blocks, each tuning of the chunk-rule's tile (2 to 8 chunks: the cluster sizes) has a
+ * cluster-merge twin (FoldCombine.h) that the launcher takes where use_cluster_merge says. */
 std::vector<LowerOptions> decode_variants(const LowerOptions &base, const ExternOptions &opt, int dqk, int dv) {
     std::vector<LowerOptions> out;
     auto add = [&](int keys, int stages) {
@@ -92,6 +94,11 @@ std::vector<LowerOptions> decode_variants(const LowerOptions &base, const Extern
     const std::vector<int> stages = opt.stages > 0 ? std::vector<int>{opt.stages} : std::vector<int>{3, 2};
     for (int s : stages) add(base.block_n, s);
     if (opt.family_tile && base.tma_loads && std::max(dqk, dv) <= 128 && base.block_n != 64) add(64, stages[0]);
+    if (base.arch == GpuArch::Sm90a && base.tma_loads && base.warps == 1 && base.key_warps <= 1 && base.fold_combine)
+        for (int s : stages) {
+            add(base.block_n, s);
+            out.back().cluster_merge = true;
+        }
     return out;
 }
 
@@ -166,12 +173,14 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
             if (decode) {
                 set.tile_keys = lo.block_n;
                 set.stages = lo.stages;
+                set.cluster = lo.cluster_merge;
             }
             set.tile_program = tir::to_string(p);
             set.cuda = emit_cuda(p);
-            const std::string stem = stage + "_" + a.lowering + (decode ? "_" + std::to_string(lo.block_n) + "_" +
-                                                                               std::to_string(lo.stages)
-                                                                         : "");
+            const std::string stem = stage + "_" + a.lowering +
+                                     (decode ? "_" + std::to_string(lo.block_n) + "_" + std::to_string(lo.stages) +
+                                                   (lo.cluster_merge ? "_cluster" : "")
+                                             : "");
             CompiledModule m;
             if (opt.aot) {
                 m = nvcc_fatbin(set.cuda, stem, a.codes, device_headers());
@@ -278,6 +287,7 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         ks.max_cc = built[s].target.max_cc;
         ks.tile_keys = info.sets[s].tile_keys;
         ks.stages = info.sets[s].stages;
+        ks.cluster = info.sets[s].cluster;
         ks.image = info.sets[s].image;
         std::set<std::string> known;
         for (const interop::TensorSpec &t : d.buffers) known.insert(t.name);

@@ -67,6 +67,7 @@ interop::KernelSet describe_kernels(const tir::Program &p) {
         ks.grid[2] = int_expr_text(k.grid_z);
         ks.threads = kernel_threads(k);
         ks.shared_bytes = k.shared_bytes;
+        if (k.cluster_x.defined()) ks.cluster = int_expr_text(k.cluster_x);
         for (const tir::TensorParam &t : k.tensors) ks.tensors.push_back(t.name);
         for (const tir::TensorMap &m : k.tensor_maps) {
             const tir::TensorView &v = k.views.at(m.tensor);

@@ -61,6 +61,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.warp_rows_combine = opt.warp_rows_combine;
     c.two_pass_combine = opt.two_pass_combine;
     c.key_warps = opt.key_warps;
+    c.cluster_merge = opt.cluster_merge;
     c.tma_loads = opt.tma_loads;
     c.tma_l2_promotion = opt.tma_l2_promotion;
     return c;
@@ -144,7 +145,9 @@ struct GpuOperator::Impl {
             for (const std::string &p : k.int_params) int_args.push_back(int(ints.at(p)));
             for (int &a : int_args) args.push_back(&a);
             if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) continue;
-            check(neptune_launch(fns[i], grid, block, unsigned(k.shared_bytes), nullptr, args.data()), k.name.c_str());
+            const unsigned cluster[3] = {k.cluster_x.defined() ? unsigned(eval_int(k.cluster_x, v)) : 1u, 1, 1};
+            check(neptune_launch_cluster(fns[i], grid, block, cluster, unsigned(k.shared_bytes), nullptr, args.data()),
+                  k.name.c_str());
         }
     }
 };
@@ -172,16 +175,38 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
     if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
         c.block_n = internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
+    // A cluster merge where the chunks form a cluster (2 to 8, the portable size): its state tiles
+    // alias the K/V ring, so the partial kernel's shared memory, and with it the chunk rule, is the same.
+    if (opt.cluster_merge == 1) c.cluster_merge = 1;
     internal::OperatorLowering lowered = internal::lower_operator(inst, c);
-    m.program = std::move(lowered.program);
-    m.ints = std::move(lowered.ints);
-    if (a.decode && !opt.chunks) {
+    auto lower = [&] {
+        m.program = std::move(lowered.program);
+        m.ints = std::move(lowered.ints);
+        if (!a.decode) return;
         const tir::Kernel &partial = m.program.kernels.at(0);
-        internal::set_split_k_params(
-            m.ints,
-            internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows,
-                                     info.sm_count, internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin)),
-            opt.interleave_chunks);
+        const int64_t chunks =
+            opt.chunks ? opt.chunks
+                       : internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows,
+                                                  info.sm_count,
+                                                  internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
+        internal::set_split_k_params(m.ints, chunks, opt.interleave_chunks);
+    };
+    lower();
+    if (a.decode) {
+        const int64_t chunks = m.ints.at("chunks");
+        if (c.cluster_merge == 1 && chunks > internal::kMaxClusterChunks)
+            throw std::invalid_argument(spec.name + ": a cluster merge takes at most " + std::to_string(internal::kMaxClusterChunks) +
+                                        " chunks (the portable cluster size), not " + std::to_string(chunks) +
+                                        "; pass --chunks 8 or fewer, or --cluster-merge 0");
+        if (internal::use_cluster_merge(opt.cluster_merge, chunks, arch == GpuArch::Sm90a, opt.key_warps, opt.fold_combine,
+                                        m.program.kernels.at(0).warps) && c.cluster_merge != 1) {
+            c.cluster_merge = 1;
+            lowered = internal::lower_operator(inst, c);
+            lower();
+            if (m.ints.at("chunks") != chunks)
+                throw InternalError(spec.name + ": the cluster merge changed the chunk count (" + std::to_string(chunks) + " -> " +
+                                    std::to_string(m.ints.at("chunks")) + "): its state tiles should alias the ring");
+        }
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
     // is reserved): a cap that cannot be reached would only cost spills (e.g. head dim 256). Warp-

@@ -25,6 +25,7 @@ struct GpuOptions {
     int interleave_chunks = -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: where chunks are 4 or fewer
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers (float4 rows), 0 in mma fragments; -1: 1
     int two_pass_combine = -1;   // decode: 1 the combine ends the maximum over all chunks first, 0 one rolling pass; -1: 0
+    int cluster_merge = -1;  // decode on sm_90a: 1 a group's chunk blocks are a cluster merging through shared memory, 0 the workspace fold; -1: where chunks are 2 to 8
     int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1; // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default
     int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256); -1: the default

@@ -204,7 +204,7 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-3"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
+    json j = {{"format", "neptune-extern-4"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
               {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_keys", d.split_keys}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
@@ -215,7 +215,8 @@ json to_json(const GroupDescriptor &d, bool with_images) {
     j["sets"] = json::array();
     for (const KernelSet &s : d.sets) {
         json js = {{"arch", s.arch},           {"codes", s.codes},         {"min_cc", s.min_cc},
-                   {"max_cc", s.max_cc},       {"tile_keys", s.tile_keys}, {"stages", s.stages}};
+                   {"max_cc", s.max_cc},       {"tile_keys", s.tile_keys}, {"stages", s.stages},
+                   {"cluster", s.cluster}};
         if (with_images) js["image"] = base64_encode(s.image);
         js["kernels"] = json::array();
         for (const KernelSpec &k : s.kernels) {
@@ -225,7 +226,7 @@ json to_json(const GroupDescriptor &d, bool with_images) {
                                 {"l2_promotion", m.l2_promotion}});
             js["kernels"].push_back({{"name", k.name}, {"grid", {k.grid[0], k.grid[1], k.grid[2]}}, {"threads", k.threads},
                                      {"shared_bytes", k.shared_bytes}, {"tensors", k.tensors}, {"maps", maps},
-                                     {"ints", k.ints}});
+                                     {"ints", k.ints}, {"cluster", k.cluster}});
         }
         js["workspaces"] = json::array();
         for (const WorkspaceSpec &w : s.workspaces) js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}, {"zeroed", w.zeroed}});
@@ -247,7 +248,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-3")
+        if (j.at("format") != "neptune-extern-4")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -268,6 +269,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
             s.max_cc = js.at("max_cc");
             s.tile_keys = js.at("tile_keys");
             s.stages = js.at("stages");
+            s.cluster = js.at("cluster").get<bool>();
             s.image = base64_decode(js.at("image").get<std::string>());
             for (const json &k : js.at("kernels")) {
                 KernelSpec ks;
@@ -285,6 +287,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
                     ks.maps.push_back(ms);
                 }
                 ks.ints = k.at("ints").get<std::vector<std::string>>();
+                ks.cluster = k.at("cluster").get<std::string>();
                 s.kernels.push_back(ks);
             }
             for (const json &w : js.at("workspaces")) s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>()});

@@ -64,6 +64,7 @@ struct KernelSpec {
     std::vector<std::string> tensors;  // kernel pointer arguments: buffer or workspace names, in order
     std::vector<std::string> ints;     // its int arguments (after the TMA descriptors): scalar or derived names
     std::vector<TensorMapSpec> maps = {};  // its TMA descriptors, passed by value after the pointers
+    std::string cluster = "";              // blocks per thread block cluster along x ("": no clusters)
 };
 
 /** f32 scratch shared by the kernels of a set (split-K partial states). */
@@ -85,6 +86,7 @@ struct KernelSet {
     std::string codes;  // what the image holds, e.g. "sm_80,compute_90"
     int min_cc = 0, max_cc = 1000;
     int tile_keys = 0, stages = 0;  // split-K: the partial kernel's; 0 otherwise
+    bool cluster = false;  // split-K: the cluster merge of the set of the same tuning without it (taken per call)
     std::string image;  // raw bytes
     std::vector<KernelSpec> kernels;
     std::vector<WorkspaceSpec> workspaces;
@@ -114,6 +116,9 @@ struct GroupDescriptor {
  * minor) with `sm_count` SMs; `split_blocks` is the call's split_blocks value (ignored without
  * split-K). -1 when no set serves the device. */
 int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks);
+/** Split-K, once the call's `chunks` are known for set `chosen`: the cluster-merge set of the same
+ * tuning where core/SplitChunks.h's use_cluster_merge takes it, else `chosen`. */
+int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chunks);
 
 /** JSON text with base64 images; `id` is filled with a hash of the rest. */
 std::string write_descriptor(const GroupDescriptor &d);

@@ -41,10 +41,23 @@ int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t sp
     for (size_t i = 0; i < d.sets.size(); i++) {
         const KernelSet &s = d.sets[i];
         if (cc < s.min_cc || cc > s.max_cc) continue;
+        if (s.cluster) continue;  // taken per call, once the chunks are known (choose_cluster_set)
         const int score = (s.stages == want_stages ? 2 : 0) + (s.tile_keys == want_keys ? 1 : 0);
         if (score > best_score) best = int(i), best_score = score;
     }
     return best;
+}
+
+int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chunks) {
+    const KernelSet &c = d.sets.at(size_t(chosen));
+    for (size_t i = 0; i < d.sets.size(); i++) {
+        const KernelSet &s = d.sets[i];
+        if (!s.cluster || s.min_cc != c.min_cc || s.max_cc != c.max_cc || s.tile_keys != c.tile_keys || s.stages != c.stages)
+            continue;
+        // The AOT stage builds cluster sets only where the JIT's other conditions hold (one-warp blocks, sm_90a).
+        if (internal::use_cluster_merge(-1, chunks, cc == 90, 1, 1, 1)) return int(i);
+    }
+    return chosen;
 }
 
 namespace {
@@ -69,6 +82,7 @@ struct Group {
         neptune_module *module = nullptr;
         std::vector<neptune_function *> functions;
         std::vector<std::array<IntExpr, 3>> grids;
+        std::vector<IntExpr> clusters;  // per kernel: blocks per cluster along x (1 without clusters)
         std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
         std::vector<IntExpr> workspace_elements;
     };
@@ -227,6 +241,7 @@ int load(void *uc, Group &g, int index) {
             return fail(halide_error_code_gpu_device_error, neptune_last_error());
         l.functions.push_back(f);
         l.grids.push_back({IntExpr::parse(k.grid[0]), IntExpr::parse(k.grid[1]), IntExpr::parse(k.grid[2])});
+        l.clusters.push_back(IntExpr::parse(k.cluster.empty() ? "1" : k.cluster));
         l.map_dims.emplace_back();
         for (const TensorMapSpec &m : k.maps)
             l.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
@@ -270,21 +285,24 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
            std::map<std::string, int64_t> &vars, int *set_index) {
     if (int rc = probe(uc, g)) return rc;
     const int64_t split_blocks = g.desc.split_blocks.empty() ? 0 : g.split_blocks.eval(vars);
-    const int index = choose_kernel_set(g.desc, g.cc, g.sm_count, split_blocks);
+    int index = choose_kernel_set(g.desc, g.cc, g.sm_count, split_blocks);
+    if (index >= 0 && g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
+        const KernelSet &tuned = g.desc.sets[size_t(index)];
+        const int64_t chunks =
+            g.desc.chunks > 0 ? g.desc.chunks
+                              : internal::split_k_chunks(split_blocks, g.split_keys.eval(vars),
+                                                         tuned.tile_keys, g.sm_count,
+                                                         internal::resident_blocks(tuned.kernels.at(0).shared_bytes,
+                                                                                   g.max_shared_per_block));
+        internal::set_split_k_params(vars, chunks);
+        // Its cluster-merge twin has the same tile and shared memory, so the same chunks.
+        index = choose_cluster_set(g.desc, index, g.cc, chunks);
+    }
     if (int rc = load(uc, g, index)) return rc;
     *set_index = index;
     const KernelSet &set = g.desc.sets[size_t(index)];
     const Group::Loaded &l = g.loaded.at(index);
     auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, m); };
-    if (g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
-        const int64_t chunks =
-            g.desc.chunks > 0 ? g.desc.chunks
-                              : internal::split_k_chunks(split_blocks, g.split_keys.eval(vars),
-                                                         set.tile_keys, g.sm_count,
-                                                         internal::resident_blocks(set.kernels.at(0).shared_bytes,
-                                                                                   g.max_shared_per_block));
-        internal::set_split_k_params(vars, chunks);
-    }
     std::map<std::string, void *> address;
     std::vector<char> allocated(g.desc.buffers.size(), 0);
     for (size_t i = 0; i < g.desc.buffers.size(); i++) {
@@ -345,7 +363,9 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         }
         for (int32_t &v : ints) args.push_back(&v);
         const unsigned block[3] = {unsigned(ks.threads), 1, 1};
-        if (neptune_launch(l.functions[k], grid, block, unsigned(ks.shared_bytes), current_stream, args.data()) != NEPTUNE_OK)
+        const unsigned cluster[3] = {unsigned(l.clusters[k].eval(vars)), 1, 1};
+        if (neptune_launch_cluster(l.functions[k], grid, block, cluster, unsigned(ks.shared_bytes), current_stream,
+                                   args.data()) != NEPTUNE_OK)
             return fail(halide_error_code_device_run_failed, neptune_last_error());
         // NEPTUNE_SYNC_LAUNCHES=1: wait for each kernel, so an error in it is reported here, naming it,
         // rather than at Halide's next copy.

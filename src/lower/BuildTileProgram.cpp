@@ -76,7 +76,8 @@ public:
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
             p.fold = CombineFold{int_var("b") * int_var("kv_heads") + int_var("hkv"), int_var("batch") * int_var("kv_heads"), int_var("chunks"),
-                                 {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}}, kw()};
+                                 {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}}, kw(),
+                                 "p", combine_chunk_row0()};
         }
         return p;
     }
@@ -718,10 +719,7 @@ private:
         init_states(k, body);
         // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps, in the
         // block of bm() rows of (chunk, group); folded, r0 is the group's first row, group * its index.
-        const Expr group_index = int_var("r0") / (int_var("q_heads") / int_var("kv_heads"));
-        const Expr chunk_row0 =
-            kw() > 1 ? ((int_var("p") / kw()) * int_var("batch") * int_var("kv_heads") + group_index) * bm() + (int_var("p") % kw()) * 16
-                     : int_var("p") * int_var("n_rows") + int_var("r0");
+        const Expr chunk_row0 = combine_chunk_row0();
         if (opt_.two_pass_combine) {
             combine_by_levels(k, body, chunk_row0, valid, rows);
             epilogue(k, body, rows, int_var("r0"), valid);
@@ -762,6 +760,14 @@ private:
         epilogue(k, body, rows, int_var("r0"), valid);
         k.body = body;
         return k;
+    }
+
+    /** The combine's first workspace row of partial p (its loop variable over chunks). */
+    Expr combine_chunk_row0() const {
+        const Expr group_index = int_var("r0") / (int_var("q_heads") / int_var("kv_heads"));
+        return kw() > 1 ? ((int_var("p") / kw()) * int_var("batch") * int_var("kv_heads") + group_index) * bm() +
+                              (int_var("p") % kw()) * 16
+                        : int_var("p") * int_var("n_rows") + int_var("r0");
     }
 
     /** The stage's level in the dependency chain: 0 without producers, else one above its highest. */

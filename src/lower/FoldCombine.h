@@ -17,9 +17,15 @@ namespace neptune::internal {
  * combine's epilogue (what follows its loop over chunks) on the partial's own state instead. The
  * partial kernel must take the combine's int parameters (and may take more), the kernels the same
  * float parameters and warps, and values of the same name on their types.
+ * With `cluster` (sm_90's thread block clusters), a group's chunk blocks are one cluster instead
+ * (Kernel::cluster_x = the grid's chunks): each block copies its state into shared f32 tiles
+ * ("<state>_shared") and a ClusterMerge runs the combine in rank 0, its workspace loads become cluster
+ * loads of chunk p's tiles; no workspace, counter or L2 round trip follows the streams (the emitted fold
+ * ends ~2 us after the last stream at decode_causal 8,8192, perf-log.md, session 24). One chunk is a
+ * cluster of one. Needs one partial state per block.
  * `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs
  * before plan_shared_memory). */
-tir::Program fold_combine(const tir::Program &p, bool enabled);
+tir::Program fold_combine(const tir::Program &p, bool enabled, bool cluster = false);
 
 }  // namespace neptune::internal
 

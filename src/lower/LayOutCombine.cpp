@@ -47,6 +47,11 @@ private:
         switch (n.kind) {
         case NodeKind::TileLoad: {
             const TileType &t = k_.values.at(n.dst);
+            if (n.rank.defined()) {  // a cluster block's shared state: rows of whole float4s
+                if (t.scope != Scope::Register || t.cols % 4) return false;
+                loaded_.insert(n.src);
+                break;
+            }
             // Whole 16-byte rows from Neptune's own (256-byte aligned) workspaces only.
             if (t.scope != Scope::Register || !workspaces_.count(n.tensor) || !rows_aligned(n.base, n.row_stride, 4))
                 return false;
@@ -63,9 +68,10 @@ private:
         case NodeKind::IfThen: return block(n.body, defined);
         default: return false;  // dots, conversions, reductions, synchronization: not a combine
         }
-        if (n.kind == NodeKind::RowLoad) loaded_.insert(n.tensor);
+        if (n.kind == NodeKind::RowLoad) loaded_.insert(n.rank.defined() ? n.src : n.tensor);
         std::set<std::string> reads, writes;
         value_effects(k_, n, reads, writes);
+        if (n.rank.defined()) reads.erase(n.src);  // a cluster block's shared state, not a register value
         for (const std::string &r : reads)
             if (!defined.count(r)) return false;  // live into the region: its layout is the partial's
         for (const std::set<std::string> *names : {&reads, &writes})
@@ -156,6 +162,11 @@ Stmt strip_of(const Stmt &s, const Halide::Expr &first) {
         case NodeKind::TileLoad:
         case NodeKind::TileStore:
         case NodeKind::RowLoad:
+            if (n.rank.defined()) {  // a cluster load names its first row
+                n.row = HI::simplify(n.row + first);
+                n.valid_rows = HI::simplify(n.valid_rows - first);
+                break;
+            }
             n.base = HI::simplify(n.base + first * n.row_stride);
             n.valid_rows = HI::simplify(n.valid_rows - first);
             break;
@@ -205,7 +216,7 @@ Kernel lay_out(const Kernel &k, const std::set<std::string> &workspaces) {
     std::function<void(const Block &)> scan = [&](const Block &b) {
         for (const Stmt &s : b) {
             dots = dots || s->kind == NodeKind::TileDot;
-            arrivals = arrivals || s->kind == NodeKind::LastArrival;
+            arrivals = arrivals || s->kind == NodeKind::LastArrival || s->kind == NodeKind::ClusterMerge;
             scan(s->body);
         }
     };
@@ -219,7 +230,7 @@ Kernel lay_out(const Kernel &k, const std::set<std::string> &workspaces) {
         out.body = in_strips(k, k.body, in_use);
         return out;
     }
-    // The folded combine: LastArrival bodies at the top level or under top-level conditions.
+    // The folded combine: LastArrival or ClusterMerge bodies at the top level or under top-level conditions.
     std::function<bool(Block &)> visit = [&](Block &body) {
         bool changed = false;
         for (Stmt &s : body) {
@@ -231,7 +242,7 @@ Kernel lay_out(const Kernel &k, const std::set<std::string> &workspaces) {
                 }
                 continue;
             }
-            if (s->kind != NodeKind::LastArrival) continue;
+            if (s->kind != NodeKind::LastArrival && s->kind != NodeKind::ClusterMerge) continue;
             Region r(k, workspaces);
             if (!r.qualifies(s->body)) continue;
             std::set<std::string> outside;

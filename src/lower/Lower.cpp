@@ -121,7 +121,7 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("overlap_dots", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion); });  // the kernels left over
     log("pipeline_loads", p);
-    p = fold_combine(p, opt.fold_combine);  // after each kernel's own passes
+    p = fold_combine(p, opt.fold_combine, opt.cluster_merge);  // after each kernel's own passes
     log("fold_combine", p);
     p = lay_out_combine(p, opt.warp_rows_combine);  // the folded combine is a region of the partial kernel
     log("lay_out_combine", p);

@@ -31,6 +31,8 @@ struct LowerOptions {
     bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
     bool two_pass_combine = false;            // split-K: the combine ends the producers over all chunks first,
                                               // then merges the dependent states (no running repair)
+    bool cluster_merge = false;               // split-K, folded: a group's chunk blocks are a cluster merging
+                                              // through shared memory (sm_90a; fold_combine)
     bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
                                               // (one thread per tile, mbarriers) instead of cp.async
     int tma_l2_promotion = 256;               // bytes the L2 fetches per TMA miss (0, 64, 128, 256)

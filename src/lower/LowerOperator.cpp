@@ -52,6 +52,16 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
         lo.key_warps = c.key_warps;
         lo.warps = c.key_warps;
     }
+    if (c.cluster_merge == 1) {
+        const std::string why = !a.decode                      ? "it is for decode (split-K)"
+                                : c.arch != GpuArch::Sm90a      ? "thread block clusters need sm_90a, not " + std::string(arch_name(c.arch))
+                                : !lo.fold_combine              ? "it is a form of the folded combine (fold_combine 0 asked for two kernels)"
+                                : lo.key_warps > 1 || lo.warps != 1 ? "it merges one-warp blocks (one state each); this kernel has " +
+                                                                         std::to_string(lo.warps) + " warps"
+                                                                   : "";
+        if (!why.empty()) throw CompileError(spec.name + ": no cluster merge: " + why);
+        lo.cluster_merge = true;
+    }
     if (a.decode && group > 16 * lo.warps)
         throw CompileError(spec.name + ": " + std::to_string(group) + " query heads per KV head need " +
                            std::to_string((group + 15) / 16) + " warps");

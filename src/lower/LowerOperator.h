@@ -31,6 +31,7 @@ struct LoweringChoices {
                                  // the chunk count (decode_interleave_chunks). A kernel parameter too
     int warp_rows_combine = -1;  // decode: 1 the combine in warp-rows registers, 0 in mma fragments; -1: 1
     int two_pass_combine = -1;   // decode: 1 the combine ends the maximum over all chunks first, 0 one rolling pass; -1: 0
+    int cluster_merge = -1;  // decode, sm_90a: 1 a group's chunk blocks are a cluster merging through shared memory; -1, 0: not
     int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA, 0 cp.async; -1: the default
     int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss: 0, 64, 128 or 256; -1: the default

@@ -1,6 +1,7 @@
 #include "lower/PlanSharedMemory.h"
 
 #include <algorithm>
+#include <set>
 
 #include "neptune/Error.h"
 
@@ -23,12 +24,24 @@ CopyKind loop_copy(const Kernel &k, const std::string &tile) {
 
 bool swizzled(const TileType &t) { return t.layout == Layout::SharedSwizzled128; }
 
+/** The values top-level statements up to the kernel's last top-level loop touch: shared tiles
+ * outside this set live only after the pipelined loops (the state a cluster merge publishes). */
+std::set<std::string> touched_until_last_loop(const Kernel &k) {
+    size_t last = 0;
+    for (size_t i = 0; i < k.body.size(); i++)
+        if (k.body[i]->kind == NodeKind::CarriedLoop) last = i + 1;
+    std::set<std::string> touched;
+    for (size_t i = 0; i < last; i++) effects(*k.body[i], touched, touched, true);
+    return touched;
+}
+
 int align_up(int x, int a) { return (x + a - 1) / a * a; }
 
 }  // namespace
 
 int shared_tile_bytes(const TileType &t) {
-    return t.rows * (swizzled(t) ? t.cols : t.cols + 8) * dtype_bytes(t.elem);
+    // Row-major 16-bit tiles pad rows by 16 bytes (ldmatrix without bank conflicts); f32 state tiles do not.
+    return t.rows * (swizzled(t) || t.elem == DType::F32 ? t.cols : t.cols + 8) * dtype_bytes(t.elem);
 }
 
 SharedLayout shared_layout(const Kernel &k) {
@@ -45,6 +58,23 @@ SharedLayout shared_layout(const Kernel &k) {
         l.buffers[name] = k.pipeline_stages;
         l.offset[name] = l.total;
         l.total += k.pipeline_stages * shared_tile_bytes(t);
+    }
+    // Tiles used only after the loops take the ring's bytes, which are free by then (the writer's
+    // barrier orders it): from the first buffer on, while they fit.
+    const std::set<std::string> early = touched_until_last_loop(k);
+    const int ring_end = l.total;
+    int after = 0;
+    for (auto it = once.begin(); it != once.end();) {
+        const int bytes = shared_tile_bytes(k.values.at(*it));
+        if (k.producer_warps || early.count(*it) || align_up(after, 16) + bytes > ring_end) {
+            ++it;
+            continue;
+        }
+        after = align_up(after, 16);
+        l.buffers[*it] = 1;
+        l.offset[*it] = after;
+        after += bytes;
+        it = once.erase(it);
     }
     for (const std::string &name : once) {
         const TileType &t = k.values.at(name);

@@ -42,6 +42,7 @@ int factor_of(const Kernel &k, const Node &loop, int factor) {
         case NodeKind::DotWait:
         case NodeKind::WarpgroupTurn:
         case NodeKind::LastArrival:
+        case NodeKind::ClusterMerge:
         case NodeKind::TileDot: return 0;
         default: break;
         }

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -37,6 +38,7 @@
     X(cuFuncGetAttribute)                                                                         \
     X(cuFuncSetAttribute)                                                                         \
     X(cuLaunchKernel)                                                                             \
+    X(cuLaunchKernelEx)                                                                           \
     X(cuMemAlloc)                                                                                 \
     X(cuMemFree)                                                                                  \
     X(cuMemcpyHtoD)                                                                               \
@@ -366,6 +368,44 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
                                  std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
         return cuda_fail("cuLaunchKernel", r, kernel_label(f) + dims);
     }
+    return NEPTUNE_OK;
+}
+
+int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
+                           unsigned dynamic_smem_bytes, void *stream, void **args) {
+    if (!f || !grid || !block || !cluster) return invalid("neptune_launch_cluster: function, grid, block or cluster is NULL");
+    if (cluster[0] * cluster[1] * cluster[2] == 1) return neptune_launch(f, grid, block, dynamic_smem_bytes, stream, args);
+    const std::string dims = " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
+                             ", clusters of " + std::to_string(cluster[0]) + "x" + std::to_string(cluster[1]) + "x" +
+                             std::to_string(cluster[2]) + ", block " + std::to_string(block[0]) + "x" +
+                             std::to_string(block[1]) + "x" + std::to_string(block[2]) + ", " +
+                             std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
+    for (int d = 0; d < 3; d++)
+        if (cluster[d] == 0 || grid[d] % cluster[d])
+            return invalid("neptune_launch_cluster: " + kernel_label(f) + dims + ": the clusters must divide the grid");
+    if (int rc = neptune_init()) return rc;
+    if (dynamic_smem_bytes > f->dynamic_smem_limit.load()) {
+        if (int rc = raise_dynamic_smem(f, dynamic_smem_bytes)) return rc;
+    }
+    // Load balancing rather than the default spread: clusters of 4 one-warp decode blocks (128 of them
+    // at decode_causal 4,8192) took 143.4 us spread and 138.1 balanced (the fold without clusters:
+    // 137.9); clusters of 2 the same either way (perf-log.md, session 24).
+    CUlaunchAttribute attrs[2] = {};
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[0].value.clusterDim.x = cluster[0];
+    attrs[0].value.clusterDim.y = cluster[1];
+    attrs[0].value.clusterDim.z = cluster[2];
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    attrs[1].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING;
+    CUlaunchConfig config{};
+    config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
+    config.blockDimX = block[0], config.blockDimY = block[1], config.blockDimZ = block[2];
+    config.sharedMemBytes = dynamic_smem_bytes;
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    if (CUresult r = state().cu.cuLaunchKernelEx(&config, f->handle, args, nullptr))
+        return cuda_fail("cuLaunchKernelEx", r, kernel_label(f) + dims);
     return NEPTUNE_OK;
 }
 

@@ -196,6 +196,37 @@ Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::E
     return n;
 }
 
+Stmt make_cluster_merge(Block body, const std::string &note) {
+    auto n = node(NodeKind::ClusterMerge);
+    n->body = std::move(body);
+    n->note = note;
+    return n;
+}
+
+Stmt make_cluster_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
+                       Halide::Expr valid_rows, Halide::Expr valid_cols) {
+    auto n = node(NodeKind::TileLoad);
+    n->dst = dst;
+    n->src = src;
+    n->rank = std::move(rank);
+    n->row = std::move(row);
+    n->valid_rows = std::move(valid_rows);
+    n->valid_cols = std::move(valid_cols);
+    return n;
+}
+
+Stmt make_cluster_row_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
+                           Halide::Expr valid_rows, float fill) {
+    auto n = node(NodeKind::RowLoad);
+    n->dst = dst;
+    n->src = src;
+    n->rank = std::move(rank);
+    n->row = std::move(row);
+    n->valid_rows = std::move(valid_rows);
+    n->value = Halide::Expr(fill);
+    return n;
+}
+
 Stmt make_dot_wait(int pending, std::vector<std::string> fenced) {
     auto n = node(NodeKind::DotWait);
     n->pending = pending;
@@ -207,6 +238,9 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
     switch (n.kind) {
     case NodeKind::TileLoad:
     case NodeKind::RowLoad:
+        writes.insert(n.dst);
+        if (n.rank.defined()) reads.insert(n.src);  // a cluster block's shared tile
+        break;
     case NodeKind::Fill: writes.insert(n.dst); break;
     case NodeKind::TileMap:
     case NodeKind::RowMap: {
@@ -269,7 +303,7 @@ Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
 Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body) {
     return with(s, [&](Node &n) {
         for (Halide::Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane, &n.row,
-                                &n.ring, &n.begin, &n.end, &n.cond})
+                                &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
             if (e->defined()) *e = f(*e);
         if (with_body)
             for (Stmt &b : n.body) b = with_exprs(b, f, true);

@@ -138,7 +138,8 @@ struct ScalarDef {
     X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
     X(DotWait)     /* until at most `pending` asynchronous dots are in flight */                   \
     X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */ \
-    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */
+    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */ \
+    X(ClusterMerge) /* the cluster's blocks publish their shared tiles; rank 0 runs the body */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -185,7 +186,18 @@ using Block = std::vector<Stmt>;
  *  LastArrival  at the kernel's top level: the block's global writes so far become visible to every
  *             block, then it counts its arrival in tensor[base] (a zeroed workspace word, an unsigned
  *             count); the block whose arrival makes the count `value` resets it to 0 and runs body, which
- *             reads what every arrived block wrote. So the count is 0 again after every launch. */
+ *             reads what every arrived block wrote. So the count is 0 again after every launch.
+ *  ClusterMerge at the kernel's top level, in a kernel with clusters (Kernel::cluster_x): the shared
+ *             tiles every block of the cluster wrote so far become readable by the whole cluster, the
+ *             block of rank 0 (block_x % cluster_x) runs body, and no block of the cluster goes on
+ *             before body is done (its shared memory stays while body reads it).
+ *  Cluster loads: a TileLoad or RowLoad with `rank` defined reads shared f32 tile `src` of the
+ *             cluster's block `rank`, not a tensor: dst[r][c] = src@rank[row + r][c] for r < valid_rows,
+ *             c < valid_cols, else 0 (RowLoad: dst[r] = src@rank[row + r][0], else `value`). Only inside
+ *             a ClusterMerge, where every rank's tile is published.
+ *  Convert from an f32 register tile (mma-accumulator or row vector) to a shared f32 tile of its
+ *             shape copies the values: how a block publishes its state to its cluster; with valid_rows
+ *             defined, only rows r < valid_rows (the others stay as they were). */
 struct Node {
     NodeKind kind;
     std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
@@ -197,7 +209,9 @@ struct Node {
     Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
     ReduceOp op = ReduceOp::Sum; // TileReduce
     bool transpose_b = false;    // TileDot: acc += a * b^T
-    Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view
+    Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view; cluster
+                                 // loads: the first row of the shared tile
+    Halide::Expr rank;           // cluster loads (TileLoad, RowLoad from shared tile `src`): the block read
     CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
     int stage = -1;              // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
     Halide::Expr ring;           // TileLoad (Tma) and Release of a ring tile: the load's position in the ring
@@ -215,7 +229,7 @@ struct Node {
     Halide::Expr cond;           // IfThen
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
     int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
-    Block body;                  // CarriedLoop, IfThen, LastArrival
+    Block body;                  // CarriedLoop, IfThen, LastArrival, ClusterMerge
     std::string note;            // why the statement exists, printed as a comment
 };
 
@@ -244,6 +258,18 @@ Stmt make_dot_wait(int pending, std::vector<std::string> fenced);
 Stmt make_turn(TurnMode mode);
 Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
                        const std::string &note = "");
+Stmt make_cluster_merge(Block body, const std::string &note = "");
+/** Rows [row, row + valid_rows) of the shared f32 tile `src` of the cluster's block `rank` into `dst`
+ * (a register tile; columns up to valid_cols), or with a row vector `dst` its first column (rows
+ * beyond valid get `fill`). */
+Stmt make_cluster_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
+                       Halide::Expr valid_rows, Halide::Expr valid_cols);
+Stmt make_cluster_row_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
+                           Halide::Expr valid_rows, float fill);
+/** Whether `n` is a cluster load (a TileLoad or RowLoad from a cluster block's shared tile). */
+inline bool is_cluster_load(const Node &n) {
+    return (n.kind == NodeKind::TileLoad || n.kind == NodeKind::RowLoad) && n.rank.defined();
+}
 /** The names statement `n` writes and reads (with `with_body`, its body's too): values, and in a
  * map's expression every Variable (scalars too). A Release writes its tile (the producer may refill
  * the buffer). */
@@ -269,6 +295,7 @@ struct Kernel {
     std::vector<std::string> int_params;    // scalar int parameters (extents), in launch order
     std::vector<std::string> float_params;  // scalar float parameters
     Halide::Expr grid_x, grid_y, grid_z;    // over int_params
+    Halide::Expr cluster_x;                 // blocks per cluster along x (dividing grid_x); undefined: none
     int warps = 4;                          // compute warps, 16 rows each (4 make a wgmma warpgroup)
     int producer_warps = 0;                 // warps issuing TMA copies ahead of the compute warps (0: none)
     int producer_registers = 0, consumer_registers = 0;  // setmaxnreg budgets of the two roles (0: none)
@@ -299,6 +326,8 @@ struct CombineFold {
     Halide::Expr group, groups, arrivals;
     std::map<std::string, Halide::Expr> combine_scalars;
     int partials_per_block = 1;  // key-split warps: each block leaves one partial state per warp
+    std::string chunk_var;       // the combine's loop variable over chunks
+    Halide::Expr partial_row0;   // the combine's first row of chunk `chunk_var`'s state in the workspaces
 };
 struct Program {
     GpuArch arch = GpuArch::Sm80;  // what the kernels are compiled for

@@ -321,35 +321,109 @@ public:
     }
 
 private:
+    /** A ring tile's protocol in this block: loads and releases so far (both in ring order). */
+    struct Ring {
+        int64_t loads = 0, releases = 0;
+    };
+    /** What one block of a cluster holds while another runs. */
+    struct BlockState {
+        std::map<std::string, double> scalars;
+        std::map<std::string, Value> values;
+        std::map<std::string, Ring> rings;
+    };
+
     void blocks() {
         scalars_ = params_;
         const int64_t gx = grid_dim(k_.grid_x), gy = grid_dim(k_.grid_y), gz = grid_dim(k_.grid_z);
+        const int64_t cx = grid_dim(k_.cluster_x);
+        if (cx < 1 || gx % cx)
+            fail(nullptr, "clusters of " + std::to_string(cx) + " blocks do not divide the grid's " + std::to_string(gx));
         for (int64_t bz = 0; bz < gz; bz++)
             for (int64_t by = 0; by < gy; by++)
-                for (int64_t bx = 0; bx < gx; bx++) {
-                    scalars_ = params_;
-                    scalars_["block_x"] = double(bx);
-                    scalars_["block_y"] = double(by);
-                    scalars_["block_z"] = double(bz);
-                    scalars_["grid_x"] = double(gx);
-                    scalars_["grid_y"] = double(gy);
-                    scalars_["grid_z"] = double(gz);
-                    for (const ScalarDef &d : k_.scalars) scalars_[d.name] = scalar(d.value);
-                    for (auto &entry : values_) std::fill(entry.second.data.begin(), entry.second.data.end(), std::nanf(""));
-                    rings_.clear();
-                    block(k_.body);
+                for (int64_t bx = 0; bx < gx; bx += cx) {
+                    if (!k_.cluster_x.defined()) {
+                        start_block(bx, by, bz, gx, gy, gz);
+                        block(k_.body);
+                    } else {
+                        cluster(bx, by, bz, gx, gy, gz, cx);
+                    }
                 }
+    }
+
+    void start_block(int64_t bx, int64_t by, int64_t bz, int64_t gx, int64_t gy, int64_t gz) {
+        scalars_ = params_;
+        scalars_["block_x"] = double(bx);
+        scalars_["block_y"] = double(by);
+        scalars_["block_z"] = double(bz);
+        scalars_["grid_x"] = double(gx);
+        scalars_["grid_y"] = double(gy);
+        scalars_["grid_z"] = double(gz);
+        for (const ScalarDef &d : k_.scalars) scalars_[d.name] = scalar(d.value);
+        for (auto &entry : values_) std::fill(entry.second.data.begin(), entry.second.data.end(), std::nanf(""));
+        rings_.clear();
+    }
+
+    /** The blocks [bx, bx + cx) of one cluster, top-level statement by statement: blocks interact only
+     * at a ClusterMerge, where rank 0 runs the body with every block's shared tiles in reach. */
+    void cluster(int64_t bx, int64_t by, int64_t bz, int64_t gx, int64_t gy, int64_t gz, int64_t cx) {
+        std::vector<BlockState> members(static_cast<size_t>(cx));
+        for (int64_t i = 0; i < cx; i++) {
+            start_block(bx + i, by, bz, gx, gy, gz);
+            members[size_t(i)] = BlockState{scalars_, values_, rings_};  // copies: values_ stays the kernel's declarations
+        }
+        members_ = &members;
+        for (const Stmt &s : k_.body) {
+            for (int64_t i = 0; i < cx; i++) {
+                if (s->kind == NodeKind::ClusterMerge && i > 0) break;
+                current_ = i;
+                swap_in(members[size_t(i)]);
+                block({s});
+                swap_in(members[size_t(i)]);
+            }
+        }
+        members_ = nullptr;
+        current_ = 0;
+    }
+
+    void swap_in(BlockState &b) {
+        std::swap(scalars_, b.scalars);
+        std::swap(values_, b.values);
+        std::swap(rings_, b.rings);
+    }
+
+    /** Shared tile `name` of the cluster's block `rank`. */
+    const Value &cluster_value(const Stmt &s, const std::string &name, int64_t rank) const {
+        const int64_t cx = members_ ? int64_t(members_->size()) : 1;
+        if (rank < 0 || rank >= cx)
+            fail(s, "rank " + std::to_string(rank) + " is outside the cluster of " + std::to_string(cx) + " blocks");
+        if (rank == current_) return values_.at(name);
+        return members_->at(size_t(rank)).values.at(name);
+    }
+
+    /** A cluster load: rows of another block's published shared tile (nothing read where none are valid). */
+    void cluster_load(const Stmt &s) {
+        Value &dst = values_.at(s->dst);
+        const bool row_load = s->kind == NodeKind::RowLoad;
+        const int64_t rows = clamp(index(s->valid_rows), dst.type.rows);
+        const int64_t cols = row_load ? 1 : clamp(index(s->valid_cols), dst.type.cols);
+        std::fill(dst.data.begin(), dst.data.end(), row_load ? float(scalar(s->value)) : 0.0f);
+        if (rows == 0 || cols == 0) return;
+        const Value &src = cluster_value(s, s->src, index(s->rank));
+        const int64_t row0 = index(s->row);
+        if (row0 < 0 || row0 + rows > src.type.rows)
+            fail(s, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") are outside '" + s->src + "'");
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                dst.data[size_t(r * dst.type.cols + c)] = src.data[size_t((row0 + r) * src.type.cols + c)];
     }
 
     const Kernel &k_;
     std::map<std::string, HostTensor *> tensors_;
     std::map<std::string, double> params_, scalars_;
     std::map<std::string, Value> values_;
-    /** A ring tile's protocol in this block: loads and releases so far (both in ring order). */
-    struct Ring {
-        int64_t loads = 0, releases = 0;
-    };
     std::map<std::string, Ring> rings_;
+    std::vector<BlockState> *members_ = nullptr;  // the cluster being run (clustered kernels)
+    int64_t current_ = 0;                         // the rank whose state is in scalars_, values_, rings_
 
     // The producer refills a ring buffer only after its previous occupant's release: a TMA load at ring
     // position p waits for the release of p - stages. Loads and releases must come in ring order, each
@@ -495,9 +569,15 @@ private:
 
     void stmt(const Stmt &s) {
         switch (s->kind) {
-        case NodeKind::TileLoad: tile_io(s, true); break;
+        case NodeKind::TileLoad:
+            if (s->rank.defined()) cluster_load(s);
+            else tile_io(s, true);
+            break;
         case NodeKind::TileStore: tile_io(s, false); break;
-        case NodeKind::RowLoad: row_io(s, true); break;
+        case NodeKind::RowLoad:
+            if (s->rank.defined()) cluster_load(s);
+            else row_io(s, true);
+            break;
         case NodeKind::RowStore: row_io(s, false); break;
         case NodeKind::Fill: {
             Value &v = values_.at(s->dst);
@@ -512,7 +592,10 @@ private:
             Value &dst = values_.at(s->dst);
             const Value &src = values_.at(s->src);
             // A shared tile of fewer rows is broadcast to every block of its rows (src.data.size() divides).
-            for (size_t i = 0; i < dst.data.size(); i++) dst.data[i] = round_to(dst.type.elem, src.data[i % src.data.size()]);
+            // With valid_rows (a block publishing its state), rows past it stay as they were.
+            const size_t n = s->valid_rows.defined() ? size_t(clamp(index(s->valid_rows), dst.type.rows)) * size_t(dst.type.cols)
+                                                     : dst.data.size();
+            for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i % src.data.size()]);
             break;
         }
         case NodeKind::CarriedLoop: loop(s); break;
@@ -535,6 +618,10 @@ private:
             }
             break;
         }
+        case NodeKind::ClusterMerge:
+            // Run by rank 0 (the cluster loop runs no other rank here); every block's writes so far are in reach.
+            block(s->body);
+            break;
         case NodeKind::Barrier:
         case NodeKind::DotWait:  // asynchronous dots took effect at issue
         case NodeKind::WarpgroupTurn: break;

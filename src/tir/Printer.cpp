@@ -20,6 +20,11 @@ std::string join(const std::vector<std::string> &names) {
 /** "x[base: r0 * n, stride n, valid rows - r0 x 32]": the global slice a load or store touches;
  * TMA loads name it by plane and row ("k[plane b * 8 + h / 4, row j * 128, ...]"). */
 std::string slice(const Node &n, bool with_stride, bool with_cols) {
+    if (n.rank.defined()) {  // "acc_shared@rank p[row strip * 4, valid 4 x 128]"
+        std::string s = n.src + "@rank " + expr(n.rank) + "[row " + expr(n.row) + ", valid " + expr(n.valid_rows);
+        if (with_cols) s += " x " + expr(n.valid_cols);
+        return s + "]";
+    }
     if (n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma)
         return n.tensor + "[plane " + expr(n.plane) + ", row " + expr(n.row) + "]";
     std::string s = n.tensor + "[base: " + expr(n.base);
@@ -46,7 +51,8 @@ std::string head(const Node &n) {
         // Key-split: warp w's rows read b's rows from w * R ("k_s[32 w ..]^T").
         return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b +
                (n.b_block_rows ? "[" + std::to_string(n.b_block_rows) + " warp ..]" : "") + (n.transpose_b ? "^T)" : ")");
-    case NodeKind::Convert: return n.dst + " = convert(" + n.src + ")";
+    case NodeKind::Convert:
+        return n.dst + " = convert(" + n.src + (n.valid_rows.defined() ? ", valid rows " + expr(n.valid_rows) : "") + ")";
     case NodeKind::CarriedLoop: {
         std::string s = "for " + n.var + " in [" + expr(n.begin) + ", " + expr(n.end) + ")";
         if (!n.carried.empty()) s += " carrying " + join(n.carried);
@@ -62,6 +68,7 @@ std::string head(const Node &n) {
     }
     case NodeKind::LastArrival:
         return "if last of " + expr(n.value) + " arrivals at " + n.tensor + "[" + expr(n.base) + "] {";
+    case NodeKind::ClusterMerge: return "cluster merge, run by rank 0 {";
     case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }
     return "?";
@@ -89,7 +96,9 @@ std::string comment(const Node &n) {
 void print(std::ostringstream &os, const Stmt &s, int indent, bool with_body) {
     const std::string pad(size_t(indent), ' ');
     os << pad << head(*s) << comment(*s);
-    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen && s->kind != NodeKind::LastArrival) return;
+    if (s->kind != NodeKind::CarriedLoop && s->kind != NodeKind::IfThen && s->kind != NodeKind::LastArrival &&
+        s->kind != NodeKind::ClusterMerge)
+        return;
     if (with_body)
         for (const Stmt &b : s->body) {
             os << "\n";
@@ -121,6 +130,7 @@ std::string to_string(const Kernel &k) {
        << k.warps << (k.warps == 1 ? " warp" : " warps") << " (" << k.rows() << " rows), shared " << k.shared_bytes
        << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages")
        << "\n";
+    if (k.cluster_x.defined()) os << "  clusters: " << expr(k.cluster_x) << " blocks along x\n";
     if (k.producer_warps)
         os << "  roles: " << k.producer_warps << " producer warps (TMA" << (k.producer_registers ? ", " +
                std::to_string(k.producer_registers) + " registers" : std::string()) << "), " << k.warps

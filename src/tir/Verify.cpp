@@ -28,6 +28,8 @@ bool is_warp_rows_tile(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::WarpRows && t.elem == DType::F32;
 }
 bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
+/** A shared f32 tile: a block's state published to its cluster (ClusterMerge). */
+bool is_shared_f32(const TileType &t) { return t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor && t.elem == DType::F32; }
 
 std::string shape(const TileType &t) { return "[" + std::to_string(t.rows) + " x " + std::to_string(t.cols) + "]"; }
 
@@ -56,6 +58,7 @@ public:
         for (const std::string &p : k_.int_params) declare_scalar(p);
         for (const Halide::Expr *g : {&k_.grid_x, &k_.grid_y, &k_.grid_z})  // over the int parameters only
             if (g->defined()) check_scalar_expr(nullptr, *g, "grid");
+        if (k_.cluster_x.defined()) check_scalar_expr(nullptr, k_.cluster_x, "cluster");
         for (const std::string &p : k_.float_params) declare_scalar(p);
         for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "sm_count"}) declare_scalar(b);
         if (k_.warps < 1) fail(nullptr, "warps must be at least 1, not " + std::to_string(k_.warps));
@@ -77,6 +80,7 @@ private:
     std::set<std::string> scalars_;  // the scalars in scope
     int nested_ = 0;                 // loops and conditions around the statement being checked
     const Node *loop_ = nullptr;     // the loop whose body holds the statement directly (none under a condition)
+    bool in_merge_ = false;          // inside a ClusterMerge: cluster loads may read the cluster's shared tiles
 
     [[noreturn]] void fail(const Stmt &s, const std::string &rule) const {
         std::string where = "tir::verify: kernel '" + k_.name + "'";
@@ -237,6 +241,14 @@ private:
 
     void check_convert(const Stmt &s) const {
         const TileType &dst = value(s, s->dst), &src = value(s, s->src);
+        if (is_shared_f32(dst)) {  // a block's state published to its cluster
+            if ((!is_accumulator(src) && !(is_row_vector(src) && !is_warp_rows(src))) || !same_shape(src, dst))
+                fail(s, "a convert into a shared f32 tile copies an mma-accumulator tile or row vector of its shape, not " +
+                            src.str() + " -> " + dst.str());
+            if (!k_.cluster_x.defined()) fail(s, "shared f32 tiles publish state to a cluster; the kernel has no clusters");
+            if (s->valid_rows.defined()) check_index(s, s->valid_rows, "valid rows");
+            return;
+        }
         const bool staged = is_shared_tile(src) && is_operand_a(dst) && src.elem == dst.elem;
         const bool rounded = is_accumulator(src) && is_operand_a(dst);
         if (!staged && !rounded)
@@ -248,6 +260,39 @@ private:
         if (!same_shape(src, dst) && !broadcast)
             fail(s, "a convert keeps the shape (or broadcasts whole 16-row blocks of a shared tile): " + shape(src) +
                         " -> " + shape(dst));
+    }
+
+    void row_io(const Stmt &s) {
+        const bool load = s->kind == NodeKind::RowLoad;
+        const TileType &v = value(s, load ? s->dst : s->src);
+        if (!is_row_vector(v)) fail(s, "a row load or store moves a row vector, not " + v.str());
+        if (tensor(s).elem != DType::F32) fail(s, "a row load or store reads or writes an f32 tensor");
+        check_index(s, s->base, "base");
+        check_index(s, s->valid_rows, "valid rows");
+        if (load) {
+            check_index(s, s->row_stride, "row stride");
+            check_constant(s, s->value);
+        }
+    }
+
+    /** A load from a cluster block's published shared tile: inside a ClusterMerge only. */
+    void check_cluster_load(const Stmt &s) const {
+        const TileType &dst = value(s, s->dst), &src = value(s, s->src);
+        if (!in_merge_) fail(s, "a cluster load reads other blocks' shared memory only inside a cluster merge");
+        if (!is_shared_f32(src)) fail(s, "a cluster load reads a shared f32 tile, not " + src.str());
+        check_index(s, s->rank, "rank");
+        check_index(s, s->row, "row");
+        check_index(s, s->valid_rows, "valid rows");
+        if (s->kind == NodeKind::RowLoad) {
+            if (!is_row_vector(dst) || src.cols != 1)
+                fail(s, "a cluster row load fills a row vector from a shared f32 column, not " + src.str() + " -> " + dst.str());
+            check_constant(s, s->value);
+            return;
+        }
+        if ((!is_accumulator(dst) && !is_warp_rows_tile(dst)) || dst.cols != src.cols)
+            fail(s, "a cluster load fills an f32 register tile (mma-accumulator or warp-rows) of the shared tile's "
+                    "columns, not " + src.str() + " -> " + dst.str());
+        check_index(s, s->valid_cols, "valid cols");
     }
 
     void check_loop(const Stmt &s) {
@@ -270,7 +315,17 @@ private:
 
     void stmt(const Stmt &s) {
         switch (s->kind) {
-        case NodeKind::TileLoad: {
+        case NodeKind::TileLoad:
+        case NodeKind::RowLoad:
+            if (s->rank.defined()) {
+                check_cluster_load(s);
+                break;
+            }
+            if (s->kind == NodeKind::RowLoad) {
+                row_io(s);
+                break;
+            }
+            {
             const TileType &dst = value(s, s->dst);
             const TensorParam &t = tensor(s);
             const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
@@ -306,20 +361,7 @@ private:
             check_slice(s);
             break;
         }
-        case NodeKind::RowLoad:
-        case NodeKind::RowStore: {
-            const bool load = s->kind == NodeKind::RowLoad;
-            const TileType &v = value(s, load ? s->dst : s->src);
-            if (!is_row_vector(v)) fail(s, "a row load or store moves a row vector, not " + v.str());
-            if (tensor(s).elem != DType::F32) fail(s, "a row load or store reads or writes an f32 tensor");
-            check_index(s, s->base, "base");
-            check_index(s, s->valid_rows, "valid rows");
-            if (load) {
-                check_index(s, s->row_stride, "row stride");
-                check_constant(s, s->value);
-            }
-            break;
-        }
+        case NodeKind::RowStore: row_io(s); break;
         case NodeKind::Fill:
             value(s, s->dst);
             check_constant(s, s->value);
@@ -383,6 +425,16 @@ private:
             nested_--;
             break;
         }
+        case NodeKind::ClusterMerge:
+            if (!k_.cluster_x.defined()) fail(s, "a cluster merge needs a kernel with clusters (cluster_x)");
+            if (nested_ > 0) fail(s, "a cluster merge is a top-level statement: every block of the cluster reaches it");
+            if (k_.producer_warps) fail(s, "warp-specialized kernels do not merge in clusters");
+            nested_++;
+            in_merge_ = true;
+            block(s->body);
+            in_merge_ = false;
+            nested_--;
+            break;
         case NodeKind::DotWait:
             if (s->pending < 0 || s->pending > 7) fail(s, "wgmma waits for 0 to 7 pending groups");
             for (const std::string &f : s->fenced) value(s, f);

@@ -32,6 +32,7 @@ struct Case {
     int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
     int interleave = -1;    // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
     int two_pass = -1;      // decode: 1 the combine ends the maximum over all chunks first (the default rolls)
+    int cluster = -1;       // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
 };
@@ -61,9 +62,14 @@ void run(const OperatorSpec &op, const Case &c) {
     lc.wgmma = c.wgmma;
     lc.interleave_chunks = c.interleave;
     lc.two_pass_combine = c.two_pass;
+    lc.cluster_merge = c.cluster;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
     if (c.tma_loads == 1) CHECK(l.program.kernels.at(0).tensor_maps.size() == 2);  // K and V by TMA, Q not
+    if (c.cluster == 1) {  // no workspace: the states travel through the cluster's shared memory
+        CHECK(l.program.kernels.at(0).cluster_x.defined());
+        CHECK(l.program.workspaces.empty());
+    }
     // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
     if (c.arch == GpuArch::Sm90a && !a.decode && c.wgmma != 0) CHECK(l.program.kernels.at(0).producer_warps == 4);
     std::vector<HostTensor> in = make_inputs(inst, 5, InputStyle::RisingScores);
@@ -130,6 +136,25 @@ TEST_CASE("interpret: split-K decode with its combine as a second kernel matches
         if (op.family != Family::Attention || !op.attention.decode) continue;
         for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}}) {
             c.fold_combine = 0;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: split-K decode merging each group's chunks in a thread block cluster matches fp64") {
+    // sm_90a's cluster merge: every chunk block publishes its state in shared memory and rank 0 of the
+    // group's cluster merges them (the interpreter runs a cluster's blocks in step, rank 0's merge
+    // reading the others' tiles). One chunk (a cluster of one), padded chunk loops (3 and 5 chunks),
+    // empty chunks (5 chunks over 2 tiles), the portable maximum of 8, GQA groups of 4 rows, head dims
+    // 64 and 128.
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        for (Case c : std::vector<Case>{{3, 100, 64, 64, 0, 0, 32, 1}, {2, 70, 64, 64, 0, 0, 32, 2},
+                                        {1, 300, 128, 128, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
+                                        {2, 1000, 128, 128, 0, 0, 32, 8}}) {
+            c.arch = GpuArch::Sm90a;
+            c.tma_loads = 1;
+            c.cluster = 1;
             run(op, c);
         }
     }

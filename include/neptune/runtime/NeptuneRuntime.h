@@ -79,6 +79,12 @@ int neptune_module_get_function(neptune_module *module, const char *name, neptun
 int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned block[3], unsigned dynamic_smem_bytes,
                    void *stream, void **args);
 
+/** neptune_launch in thread block clusters of cluster[0] x cluster[1] x cluster[2] blocks (sm_90),
+ * which must divide the grid; 1 x 1 x 1 is a plain launch. A cluster the device cannot place (too
+ * many blocks, too much shared memory for one GPC) is a CUDA error naming the kernel. */
+int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
+                           unsigned dynamic_smem_bytes, void *stream, void **args);
+
 /** Encodes a TMA descriptor (a CUtensorMap: 128 bytes at `map`, 64-byte aligned) for a 3-D tensor of
  * 16-bit elements at device address `base`: dims[0] contiguous elements per row, dims[1] rows per
  * plane, dims[2] planes; strides[0] and strides[1] the bytes between rows and between planes
