@@ -4,8 +4,8 @@ combine's tail before the compiler emits another form.
 
   cluster_merge_patch.py DUMP.cu OUT.cu --cluster C
 
-DUMP: a split-K decode kernel with the folded combine (NEPTUNE_DUMP_CUDA of the default, one warp per
-block, head dim 128, f16 output). The emitted fold ends each block with its state stored to the
+DUMP: a split-K decode kernel with the workspace fold (NEPTUNE_DUMP_CUDA with --cluster-merge 0, one
+warp per block, head dim 128, f16 output). The emitted fold ends each block with its state stored to the
 workspace, a release and an atomic arrival; the group's last block then loads every chunk's state
 back from L2 and merges: about three L2 round trips after the last stream ends. Here the kernel gets
 `__cluster_dims__(C, 1, 1)`, so a group's C chunk blocks (grid x) are one cluster: each block leaves
@@ -16,9 +16,12 @@ trip after the stream. The launch must have exactly C chunks (the run-time rule'
 decode_causal 8,8192, 4 at decode_gqa 8,8192; pass --chunks C to be sure); the benchmark's fp64
 check still applies.
 Usage on the H200 machine:
-  NEPTUNE_DUMP_CUDA=/tmp/d neptune_bench profile decode_causal 8,8192 --no-baselines --repeat 1
+  NEPTUNE_DUMP_CUDA=/tmp/d neptune_bench profile decode_causal 8,8192 --cluster-merge 0 --no-baselines --repeat 1
   cluster_merge_patch.py /tmp/d/neptune_split_k.cu /tmp/c/neptune_split_k.cu --cluster 2
-  NEPTUNE_CUDA_OVERRIDE=/tmp/c neptune_bench profile decode_causal 8,8192 --chunks 2 --no-baselines"""
+  NEPTUNE_CUDA_OVERRIDE=/tmp/c neptune_bench profile decode_causal 8,8192 --cluster-merge 0 --no-baselines
+Measured (perf-log.md, session 24): 245.8 against the fold's 247.2 us at decode_causal 8,8192; the
+compiler's cluster merge (the default since) 251.35 against 252.0 in another call, where this edit
+gave 250.5: it merges one row with the cluster size fixed at compile time."""
 import sys
 
 MERGE = r'''{

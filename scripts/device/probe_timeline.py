@@ -9,6 +9,7 @@
   read LOG                            reads those lines: the spread of the blocks' starts, stream ends
                                       and arrivals, and the combining blocks' tails, in microseconds
 
+Dump the workspace fold (--cluster-merge 0): the cluster merge has no arrival to stamp.
 The stamps cost a few registers (the timer ticks in steps of 256 ns on the H200); read them as a
 timeline, not as the kernel's time (the benchmark's events give that)."""
 import re

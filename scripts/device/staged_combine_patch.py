@@ -4,8 +4,8 @@ emits it.
 
   staged_combine_patch.py DUMP.cu OUT.cu [--unroll1] [--stamps]
 
-DUMP: a split-K decode kernel with the folded combine (NEPTUNE_DUMP_CUDA of the default, head dim
-128, f16 output). The emitted combine merges the chunks online, four at a time: each group of four is
+DUMP: a split-K decode kernel with the workspace fold (NEPTUNE_DUMP_CUDA with --cluster-merge 0, head
+dim 128, f16 output). The emitted combine merges the chunks online, four at a time: each group of four is
 one round of L2 loads followed by four dependent merges, so a group's last block pays chunks / 4
 round trips after its stream (per-block timelines, session 23: 8.2 us of a 23 us launch at
 decode_gqa 1,8192 with 16 chunks). Here the last block copies every chunk's partial rows into the
@@ -17,11 +17,12 @@ benchmark's fp64 check still applies. The ring must hold chunks x rows x 512 byt
 Measured (perf-log.md, session 23): the staged form is slower than the emitted one (27.0 against
 25.7 us at decode_gqa 1,8192); its stamps show a lone warp's latency, not memory, as the cost.
 Usage on the H200 machine, per shape:
-  NEPTUNE_DUMP_CUDA=/tmp/d neptune_bench profile decode_gqa 1,8192 --no-baselines --repeat 1
+  NEPTUNE_DUMP_CUDA=/tmp/d neptune_bench profile decode_gqa 1,8192 --cluster-merge 0 --no-baselines --repeat 1
   staged_combine_patch.py /tmp/d/neptune_split_k.cu /tmp/f/neptune_split_k.cu --fast
   NEPTUNE_CUDA_OVERRIDE=/tmp/f neptune_bench profile decode_gqa 1,8192 --no-baselines --repeat 100
 --fast: one bulk copy per chunk, the maxima, factors and sums with a lane per (chunk, row), the merge
-from shared memory only (at most 128 (chunk, row) pairs). Not yet run on the GPU.
+from shared memory only (at most 128 (chunk, row) pairs). Session 24: wrong at decode_gqa (groups of 8
+rows: relative RMS 1.7, a bug of this edit), right and 1.7 % faster at decode_causal 1,8192.
 --unroll1: no loop of the staged combine unrolled (the least code for the tail to fetch).
 --stamps: the combining blocks of launch 6 print %globaltimer stamps (start, copies issued, copies
 landed, merged) and the SM's clock64 at the same points as STAMP lines (NVRTC only: the override)."""

@@ -315,7 +315,8 @@ std::string GpuOperator::describe() const {
         os << "split-K chunks: " << impl_->ints.at("chunks");
         if (impl_->ints.count("interleave"))
             os << (impl_->ints.at("interleave") ? ", tiles dealt round-robin" : ", a run of tiles each");
-        os << "\n";
+        const bool clustered = !impl_->program.kernels.empty() && impl_->program.kernels[0].cluster_x.defined();
+        os << (clustered ? ", merged in thread block clusters (shared memory)" : "") << "\n";
     }
     return os.str();
 }

@@ -22,7 +22,9 @@ struct LaunchArgs {
     int64_t sm_count = 132;
 };
 
-/** Verifies `k`, then runs it for every block of its grid (an undefined grid dimension is 1), with
+/** Verifies `k`, then runs it for every block of its grid (an undefined grid dimension is 1; with
+ * Kernel::cluster_x, the blocks of a cluster top-level statement by statement, so that a ClusterMerge
+ * in rank 0 reads every block's published shared tiles), with
  * the scalars "block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z" bound per block and
  * "sm_count" to args.sm_count.
  * Values start as NaN in every block. Loads and stores index the flat HostTensor values; an

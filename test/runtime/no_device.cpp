@@ -62,6 +62,7 @@ TEST_CASE("runtime C ABI: null pointers and zero sizes are invalid arguments wit
         {"neptune_module_unload", neptune_module_unload(nullptr)},
         {"neptune_module_get_function", neptune_module_get_function(nullptr, "k", &function)},
         {"neptune_launch", neptune_launch(nullptr, dims, dims, 0, nullptr, nullptr)},
+        {"neptune_launch_cluster", neptune_launch_cluster(nullptr, dims, dims, dims, 0, nullptr, nullptr)},
         {"neptune_malloc", neptune_malloc(nullptr, 16)},
         {"neptune_malloc", neptune_malloc(&p, 0)},
         {"neptune_memcpy_htod", neptune_memcpy_htod(nullptr, host, sizeof host)},

@@ -206,6 +206,19 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
     prefill.split_blocks.clear();
     CHECK(interop::choose_kernel_set(prefill, 90, 132, 8) == 0);
     CHECK(interop::choose_kernel_set(prefill, 86, 84, 8) == 3);
+    // Cluster-merge twins: never chosen by the tuning, taken once the call's chunks are 2 to 8 on sm_90.
+    add("sm_90a", 90, 90, 32, 2);  // 5
+    d.sets.back().cluster = true;
+    CHECK(on(90, 132, 8, 32) == 1);
+    CHECK(interop::choose_cluster_set(d, 1, 90, 2) == 5);
+    CHECK(interop::choose_cluster_set(d, 1, 90, 8) == 5);
+    CHECK(interop::choose_cluster_set(d, 1, 90, 1) == 1);   // one chunk: no cluster
+    CHECK(interop::choose_cluster_set(d, 1, 90, 16) == 1);  // past the portable cluster size
+    CHECK(interop::choose_cluster_set(d, 0, 90, 2) == 0);   // no twin of the 3-stage tuning
+    const interop::GroupDescriptor back = interop::read_descriptor(interop::write_descriptor(d));
+    REQUIRE(back.sets.size() == d.sets.size());
+    CHECK(back.sets[5].cluster);
+    CHECK_FALSE(back.sets[1].cluster);
 }
 
 TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {

@@ -10,6 +10,7 @@
 
 #include "InOrder.h"
 #include "codegen/CodeGenCuda.h"
+#include "core/SplitChunks.h"
 #include "gpu/GpuOperator.h"
 #include "lower/LayOutCombine.h"
 #include "lower/LowerOperator.h"
@@ -544,6 +545,55 @@ TEST_CASE("lower: the two-pass combine ends the maximum over all chunks before i
     const std::string rolling = one.substr(one.find("if last of chunks arrivals"));
     CHECK(rolling.find("row_max_new_c") != std::string::npos);
     CHECK(rolling.find("acc_c * acc_scale_c") != std::string::npos);
+}
+
+TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memory over the free ring; rank 0 merges") {
+    // sm_90a's form of the folded combine: no workspace, no counter; the state tiles alias the K/V ring
+    // (free after the loop), so the kernel's shared memory, and the chunk rule with it, stays the fold's.
+    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
+    internal::LoweringChoices c;
+    c.arch = GpuArch::Sm90a;
+    const tir::Program fold = internal::lower_operator(inst, c).program;
+    c.cluster_merge = 1;
+    const tir::Program cluster = internal::lower_operator(inst, c).program;
+    const std::string text = tir::to_string(cluster);
+    INFO(text);
+    REQUIRE(cluster.kernels.size() == 1);
+    const tir::Kernel &k = cluster.kernels[0];
+    CHECK(cluster.workspaces.empty());
+    for (const tir::TensorParam &t : k.tensors) CHECK(t.name.rfind("ws_", 0) == std::string::npos);
+    CHECK(k.shared_bytes == fold.kernels.at(0).shared_bytes);
+    const internal::SharedLayout l = internal::shared_layout(k);
+    CHECK(l.offset.at("acc_shared") < l.offset.at("v_s"));  // inside the ring
+    check_in_order(text, {"clusters: chunks blocks along x", "barrier", "acc_shared = convert(acc, valid rows group)",
+                          "cluster merge, run by rank 0 {", "for strip in",
+                          "acc_p = load acc_shared@rank min(p, chunks - 1)[row strip * 4",
+                          "store out["});
+    CHECK(text.find("if last of") == std::string::npos);
+    const std::string cuda = internal::emit_cuda(cluster);
+    CHECK(cuda.find("nd::cluster_sync();") != std::string::npos);
+    CHECK(cuda.find("__trap()") != std::string::npos);  // a launch without the clusters fails loudly
+    CHECK_NOTHROW(compile_sm90a(cuda, "decode_gqa_cluster.cu"));
+    // Where it does not apply: the reason, naming the operator.
+    c.arch = GpuArch::Sm80;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("no cluster merge: thread block clusters need sm_90a"),
+                         CompileError);
+    c.arch = GpuArch::Sm90a;
+    c.key_warps = 2;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("it merges one-warp blocks"), CompileError);
+}
+
+TEST_CASE("decode's cluster merge where the chunks make a portable cluster of one-warp sm_90a blocks") {
+    CHECK(internal::use_cluster_merge(-1, 2, true, 0, -1, 1));
+    CHECK(internal::use_cluster_merge(-1, 8, true, 1, 1, 1));
+    CHECK_FALSE(internal::use_cluster_merge(-1, 1, true, 0, -1, 1));   // one chunk: nothing to merge
+    CHECK_FALSE(internal::use_cluster_merge(-1, 9, true, 0, -1, 1));   // beyond the portable cluster size
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, false, 0, -1, 1));  // sm_80
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 2, -1, 2));   // key-split warps
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, 0, 1));    // two kernels asked for
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, -1, 2));   // groups of more than 16 heads
+    CHECK(internal::use_cluster_merge(1, 16, false, 0, -1, 1));        // forced (lowering checks the rest)
+    CHECK_FALSE(internal::use_cluster_merge(0, 4, true, 0, -1, 1));
 }
 
 TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, reduces, reads a user tensor, or reloads what it stored") {

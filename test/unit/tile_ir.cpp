@@ -436,6 +436,82 @@ TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level
 
 namespace {
 
+// Clusters of 3 blocks (grid 3 x 4): each block publishes g * 10 + chunk (one row) in its shared
+// tile; rank 0 of each cluster sums its cluster's three tiles into out[g], reading them by rank.
+tir::Kernel cluster_kernel() {
+    tir::Kernel k;
+    k.name = "cluster";
+    k.tensors = {{"out", DType::F32, true}};
+    k.int_params = {"n"};
+    k.grid_x = iv("n");
+    k.grid_y = 4;
+    k.cluster_x = iv("n");
+    k.warps = 1;
+    k.scalars = {{"chunk", iv("block_x")}, {"g", iv("block_y")}};
+    k.values = {{"v", row_vector(16)}, {"w", row_vector(16)},
+                {"v_shared", {DType::F32, 16, 1, tir::Scope::Shared, tir::Layout::SharedRowMajor}}};
+    tir::Block merge = {
+        tir::make_fill("v", 0.0f),
+        tir::make_loop("p", 0, iv("n"), {"v"},
+                       {tir::make_cluster_row_load("w", "v_shared", iv("p"), 0, 1, 0.0f), tir::make_row_map("v", fv("v") + fv("w"))}),
+        tir::make_row_store("v", "out", iv("g"), 1)};
+    k.body = {tir::make_row_map("v", Halide::cast<float>(iv("g") * 10 + iv("chunk"))),
+              tir::with(tir::make_convert("v_shared", "v"), [](tir::Node &n) { n.valid_rows = 1; }),
+              tir::make_cluster_merge(merge, "rank 0 sums the cluster")};
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("tile IR: a cluster merge runs in rank 0 and reads every block's published shared tile") {
+    const tir::Kernel k = cluster_kernel();
+    check_in_order(tir::to_string(k), {"clusters: n blocks along x", "v_shared = convert(v, valid rows 1)",
+                                       "cluster merge, run by rank 0 {  // rank 0 sums the cluster",
+                                       "w = row_load v_shared@rank p[row 0, valid 1] else 0", "}"});
+    HostTensor out = filled("out", DType::F32, {4}, -1);
+    tir::LaunchArgs args{{{"out", &out}}, {{"n", 3}}, {}};
+    tir::interpret(k, args);
+    for (int g = 0; g < 4; g++) CHECK(out.values[size_t(g)] == 30.0 * g + 3);  // (10 g + 0) + (10 g + 1) + (10 g + 2)
+    // A row nobody published is NaN: the merge reads only published rows, or the sum shows it.
+    tir::Kernel unpublished = k;
+    unpublished.body[2] = tir::make_cluster_merge({tir::make_fill("v", 0.0f),
+                                                   tir::make_cluster_row_load("w", "v_shared", 2, 0, 2, 0.0f),
+                                                   tir::make_row_map("v", fv("v") + fv("w")),
+                                                   tir::make_row_store("v", "out", iv("g"), 2)});
+    HostTensor out2 = filled("out", DType::F32, {5}, -1);
+    tir::LaunchArgs args2{{{"out", &out2}}, {{"n", 3}}, {}};
+    tir::interpret(unpublished, args2);
+    CHECK(std::isnan(out2.values[4]));  // the last group's second row
+    tir::Kernel past = k;  // a rank outside the cluster, with rows to read
+    past.body[2] = tir::make_cluster_merge({tir::make_cluster_row_load("w", "v_shared", 3, 0, 1, 0.0f)});
+    CHECK_THROWS_WITH_AS(tir::interpret(past, args), doctest::Contains("rank 3 is outside the cluster of 3 blocks"), InternalError);
+    tir::Kernel uneven = k;  // clusters must divide the grid
+    uneven.cluster_x = 2;
+    CHECK_THROWS_WITH_AS(tir::interpret(uneven, args), doctest::Contains("clusters of 2 blocks do not divide the grid's 3"),
+                         InternalError);
+}
+
+TEST_CASE("tile IR verify: cluster merges at the top level of clustered kernels, cluster loads only inside them") {
+    const tir::Kernel k = cluster_kernel();
+    CHECK_NOTHROW(tir::verify(k));
+    tir::Kernel unclustered = k;
+    unclustered.cluster_x = Expr();
+    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("shared f32 tiles publish state to a cluster"), InternalError);
+    unclustered.body.erase(unclustered.body.begin() + 1);
+    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("a cluster merge needs a kernel with clusters"), InternalError);
+    tir::Kernel nested = k;
+    nested.body.back() = tir::make_if(iv("chunk") == 0, {k.body.back()});
+    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("a cluster merge is a top-level statement"), InternalError);
+    tir::Kernel outside = k;  // a cluster load before the blocks published their tiles
+    outside.body.insert(outside.body.begin(), tir::make_cluster_row_load("w", "v_shared", 1, 0, 1, 0.0f));
+    CHECK_THROWS_WITH_AS(tir::verify(outside), doctest::Contains("only inside a cluster merge"), InternalError);
+    tir::Kernel from_register = k;  // cluster loads read shared f32 tiles
+    from_register.body.back() = tir::make_cluster_merge({tir::make_cluster_row_load("w", "v", 1, 0, 1, 0.0f)});
+    CHECK_THROWS_WITH_AS(tir::verify(from_register), doctest::Contains("a cluster load reads a shared f32 tile"), InternalError);
+}
+
+namespace {
+
 // Key-split dots by hand: 2 warps share q (16 rows, broadcast to both warps' operands) and a
 // 32-row tile b; warp w's rows multiply b's rows [16 w, 16 w + 16): c[16 w + r][n] = q[r] . b[16 w + n].
 tir::Kernel key_split_kernel() {
