@@ -24,6 +24,8 @@ compiler's cluster merge (the default since) 251.35 against 252.0 in another cal
 gave 250.5: it merges one row with the cluster size fixed at compile time."""
 import sys
 
+from cuda_edit import block_end
+
 MERGE = r'''{
         // cluster merge (hand edit): each block's state in its own shared memory, rank r merges rows r, r + C, ...
         float *const st_acc = reinterpret_cast<float *>(smem);  // the K ring, free after the loop
@@ -79,12 +81,7 @@ def main(src, dst, cluster):
     if at < 0 or "THREADS = 32;" not in s or "nd::acc_tile<1, 16> acc;" not in s or "out + (long long)((((strip * 4) + r0) * 128))" not in s:
         sys.exit(f"cluster_merge_patch: no one-warp folded combine of head dim 128 in {src}")
     open_brace = s.index("{\n", s.index("if ((!(chunks == 1)))", at))
-    depth, i = 0, open_brace
-    while True:
-        depth += {"{": 1, "}": -1}.get(s[i], 0)
-        if depth == 0:
-            break
-        i += 1
+    i = block_end(s, open_brace)
     s = s[:open_brace] + MERGE.replace("CLUSTER_", str(cluster)) + s[i + 1:]
     kernel = 'extern "C" __global__ void __launch_bounds__(32)'
     if kernel not in s:

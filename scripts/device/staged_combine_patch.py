@@ -29,6 +29,8 @@ landed, merged) and the SM's clock64 at the same points as STAMP lines (NVRTC on
 import re
 import sys
 
+from cuda_edit import block_end
+
 STAGED = r'''{
             // staged combine (hand edit): every chunk's rows of the group into the free ring at once
             STAMP(0)
@@ -164,12 +166,7 @@ def main(src, dst, unroll1=False, stamps=False, fast=False):
     if at < 0 or "THREADS = 32;" not in s or "ws_acc" not in s:
         sys.exit(f"staged_combine_patch: no one-warp folded combine in {src}")
     open_brace = s.index("{\n", at)
-    depth, i = 0, open_brace
-    while True:
-        depth += {"{": 1, "}": -1}.get(s[i], 0)
-        if depth == 0:
-            break
-        i += 1
+    i = block_end(s, open_brace)
     if fast:  # pairs up to 128 (4 per lane), shared memory for the rows of every chunk
         open(dst, "w").write(s[:open_brace] + FAST + s[i + 1:])
         return

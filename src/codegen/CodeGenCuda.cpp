@@ -394,24 +394,32 @@ private:
         line("(void)stage_" + j + "; (void)phase_" + j + ";");
     }
 
+    /** Whether a warp-rows load's columns are whole fours: no row ends inside a lane's four columns. */
+    static bool whole_fours(const Node &n) {
+        const auto *cols = n.valid_cols.as<HI::IntImm>();
+        return cols && cols->value % 4 == 0;
+    }
+
     /** A cluster load: rows of a cluster block's shared f32 tile, by generic loads of its mapped address. */
     void cluster_load(const Node &n) {
         const TileType &t = k_.values.at(n.dst), &src = k_.values.at(n.src);
         const std::string from = "nd::cluster_map(" + ident(n.src) + "_smem, " + scalar(n.rank) + ")";
         const std::string pitch = std::to_string(src.cols);
+        // The warp-rows loads of the workspace's combine, by generic loads from the mapped tile's first row.
+        const std::string first = from + " + (long long)(" + scalar(n.row) + ") * " + pitch;
         if (t.layout == Layout::WarpRows) {
-            line("nd::load_cluster_warp_rows(" + ident(n.dst) + ", " + from + ", " + pitch + ", " + scalar(n.row) + ", " +
-                 scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
+            line(std::string("nd::load_warp_rows<") + (whole_fours(n) ? "true" : "false") + ", nd::Load::Generic>(" +
+                 ident(n.dst) + ", " + first + ", " + pitch + ", 0, " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
             return;
         }
         if (t.layout == Layout::WarpRowVector) {
-            line("nd::load_cluster_warp_rows_vec(" + ident(n.dst) + ", " + from + ", " + scalar(n.row) + ", " +
+            line("nd::load_warp_rows_vec<nd::Load::Generic>(" + ident(n.dst) + ", " + first + ", " + pitch + ", 0, " +
                  scalar(n.valid_rows) + ", " + ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
             return;
         }
         line("{");
         indent_++;
-        line("const float *src_ = " + from + " + (long long)(" + scalar(n.row) + ") * " + pitch + ";");
+        line("const float *src_ = " + first + ";");
         if (n.kind == NodeKind::RowLoad) {
             row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? src_[row] : " +
                      ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
@@ -514,9 +522,7 @@ private:
                 break;
             }
             if (t.layout == Layout::WarpRows) {  // whole rows, ld.global.cg (a folded combine's partials)
-                const auto *cols = n.valid_cols.as<HI::IntImm>();
-                const bool whole_fours = cols && cols->value % 4 == 0;  // no row ends inside a lane's four columns
-                line(std::string("nd::load_warp_rows<") + (whole_fours ? "true" : "false") + ">(" + ident(n.dst) + ", " +
+                line(std::string("nd::load_warp_rows<") + (whole_fours(n) ? "true" : "false") + ">(" + ident(n.dst) + ", " +
                      ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", 0, " + scalar(n.valid_rows) + ", " +
                      scalar(n.valid_cols) + ");");
                 break;

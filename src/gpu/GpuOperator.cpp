@@ -175,11 +175,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
     if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
         c.block_n = internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
-    // A cluster merge where the chunks form a cluster (2 to 8, the portable size): its state tiles
-    // alias the K/V ring, so the partial kernel's shared memory, and with it the chunk rule, is the same.
-    if (opt.cluster_merge == 1) c.cluster_merge = 1;
-    internal::OperatorLowering lowered = internal::lower_operator(inst, c);
-    auto lower = [&] {
+    // Takes a lowering and, for decode, its chunk count.
+    auto adopt = [&](internal::OperatorLowering lowered) {
         m.program = std::move(lowered.program);
         m.ints = std::move(lowered.ints);
         if (!a.decode) return;
@@ -191,18 +188,19 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
                                                   internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
         internal::set_split_k_params(m.ints, chunks, opt.interleave_chunks);
     };
-    lower();
+    adopt(internal::lower_operator(inst, c));
     if (a.decode) {
         const int64_t chunks = m.ints.at("chunks");
         if (c.cluster_merge == 1 && chunks > internal::kMaxClusterChunks)
             throw std::invalid_argument(spec.name + ": a cluster merge takes at most " + std::to_string(internal::kMaxClusterChunks) +
                                         " chunks (the portable cluster size), not " + std::to_string(chunks) +
                                         "; pass --chunks 8 or fewer, or --cluster-merge 0");
-        if (internal::use_cluster_merge(opt.cluster_merge, chunks, arch == GpuArch::Sm90a, opt.key_warps, opt.fold_combine,
-                                        m.program.kernels.at(0).warps) && c.cluster_merge != 1) {
+        // By the rule, a second lowering in the cluster form (lowered so when asked for): its state tiles
+        // alias the K/V ring, so the partial kernel's shared memory, and with it the chunk count, is the same.
+        if (opt.cluster_merge < 0 && internal::use_cluster_merge(-1, chunks, arch == GpuArch::Sm90a, opt.key_warps,
+                                                                 opt.fold_combine, m.program.kernels.at(0).warps)) {
             c.cluster_merge = 1;
-            lowered = internal::lower_operator(inst, c);
-            lower();
+            adopt(internal::lower_operator(inst, c));
             if (m.ints.at("chunks") != chunks)
                 throw InternalError(spec.name + ": the cluster merge changed the chunk count (" + std::to_string(chunks) + " -> " +
                                     std::to_string(m.ints.at("chunks")) + "): its state tiles should alias the ring");

@@ -79,7 +79,6 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
             }
         if (!found) k.tensors.push_back(t);
     }
-    k.tensors.push_back({counter, DType::F32, true});
     for (const ScalarDef &d : combine.scalars) {
         for (const ScalarDef &own : partial.scalars)
             if (own.name == d.name) fail("scalar '" + d.name + "' is defined by both kernels");
@@ -131,7 +130,6 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
         k.body = own;
         k.body.insert(k.body.end(), publish.begin(), publish.end());
         k.cluster_x = k.grid_x;
-        k.tensors.pop_back();  // no counter
         std::vector<TensorParam> tensors;
         for (const TensorParam &t : k.tensors)
             if (!shared_of.count(t.name)) tensors.push_back(t);
@@ -144,6 +142,7 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
         out.fold.reset();
         return out;
     }
+    k.tensors.push_back({counter, DType::F32, true});
     const Halide::Expr one = p.fold->arrivals == 1;
     stores.push_back(make_last_arrival(counter, p.fold->group, p.fold->arrivals, combine.body,
                                        "the group's last chunk combines the group"));

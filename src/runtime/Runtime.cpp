@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -375,14 +374,15 @@ int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const un
                            unsigned dynamic_smem_bytes, void *stream, void **args) {
     if (!f || !grid || !block || !cluster) return invalid("neptune_launch_cluster: function, grid, block or cluster is NULL");
     if (cluster[0] * cluster[1] * cluster[2] == 1) return neptune_launch(f, grid, block, dynamic_smem_bytes, stream, args);
-    const std::string dims = " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
-                             ", clusters of " + std::to_string(cluster[0]) + "x" + std::to_string(cluster[1]) + "x" +
-                             std::to_string(cluster[2]) + ", block " + std::to_string(block[0]) + "x" +
-                             std::to_string(block[1]) + "x" + std::to_string(block[2]) + ", " +
-                             std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
+    auto dims = [&] {  // for messages only: no strings on the launch path
+        return " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
+               ", clusters of " + std::to_string(cluster[0]) + "x" + std::to_string(cluster[1]) + "x" +
+               std::to_string(cluster[2]) + ", block " + std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" +
+               std::to_string(block[2]) + ", " + std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
+    };
     for (int d = 0; d < 3; d++)
         if (cluster[d] == 0 || grid[d] % cluster[d])
-            return invalid("neptune_launch_cluster: " + kernel_label(f) + dims + ": the clusters must divide the grid");
+            return invalid("neptune_launch_cluster: " + kernel_label(f) + dims() + ": the clusters must divide the grid");
     if (int rc = neptune_init()) return rc;
     if (dynamic_smem_bytes > f->dynamic_smem_limit.load()) {
         if (int rc = raise_dynamic_smem(f, dynamic_smem_bytes)) return rc;
@@ -405,7 +405,7 @@ int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const un
     config.attrs = attrs;
     config.numAttrs = 2;
     if (CUresult r = state().cu.cuLaunchKernelEx(&config, f->handle, args, nullptr))
-        return cuda_fail("cuLaunchKernelEx", r, kernel_label(f) + dims);
+        return cuda_fail("cuLaunchKernelEx", r, kernel_label(f) + dims());
     return NEPTUNE_OK;
 }
 

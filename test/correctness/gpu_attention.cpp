@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "gpu/GpuOperator.h"
 #include "neptune/Check.h"
 #include "neptune/reference/Reference.h"
+#include "neptune/runtime/NeptuneRuntime.h"
 
 using namespace neptune;
 
@@ -29,6 +31,7 @@ struct Case {
     int warp_rows_combine = -1;         // decode: 0 merges the chunks in mma fragments (-1: warp rows)
     int tma_loads = -1;                 // sm_90a mma.sync kernels: 1 the K/V copies by TMA, 0 cp.async
     int wgmma = -1;                     // sm_90a prefill: 0 keeps the mma.sync kernel
+    int cluster_merge = -1;             // decode, sm_90a: 1 the chunk blocks merge in a cluster, 0 through the workspace
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -54,6 +57,7 @@ void run(const OperatorSpec &op, const Case &c) {
     opt.warp_rows_combine = c.warp_rows_combine;
     opt.tma_loads = c.tma_loads;
     opt.wgmma = c.wgmma;
+    opt.cluster_merge = c.cluster_merge;
     GpuOperator g(inst, opt);
     const std::vector<HostTensor> in = make_inputs(inst, 17, c.style);
     g.set_inputs(in);
@@ -131,6 +135,39 @@ TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or 
         Case fragments = folded, two_fragments = two;
         fragments.warp_rows_combine = two_fragments.warp_rows_combine = 0;
         for (const Case &c : {folded, empty_chunks, one_chunk, two, two_sm80, fragments, two_fragments}) run(op, c);
+    }
+}
+
+TEST_CASE("gpu attention: decode's chunk blocks merging in a thread block cluster (sm_90a), and through the workspace") {
+    // Forced at 2, 3, 5 and 8 chunks (8: more chunks than the 4 tiles, so some are empty), launched
+    // twice; with the combine in mma fragments (cluster loads into accumulator registers); the
+    // workspace fold where the rule would take clusters; and 16 chunks refused with the reason.
+    neptune_device_info info{};
+    if (neptune_get_device_info(&info) != NEPTUNE_OK || info.cc_major != 9) return;  // clusters: sm_90
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention || !op.attention.decode) continue;
+        std::vector<Case> cases;
+        for (int chunks : {2, 3, 5}) {
+            Case c{3, 1000, 128, 128, InputStyle::RisingScores};
+            c.chunks = chunks;
+            c.cluster_merge = 1;
+            c.runs = 2;
+            cases.push_back(c);
+        }
+        Case empty{2, 100, 64, 64, InputStyle::RisingScores};
+        empty.chunks = 8;
+        empty.cluster_merge = 1;
+        Case fragments = cases[0];
+        fragments.warp_rows_combine = 0;
+        Case workspace{3, 1000, 128, 128, InputStyle::RisingScores};
+        workspace.chunks = 4;
+        workspace.cluster_merge = 0;
+        cases.insert(cases.end(), {empty, fragments, workspace});
+        for (const Case &c : cases) run(op, c);
+        Case too_many{1, 4000, 128, 128};
+        too_many.chunks = 16;
+        too_many.cluster_merge = 1;
+        CHECK_THROWS_WITH_AS(run(op, too_many), doctest::Contains("a cluster merge takes at most 8 chunks"), std::invalid_argument);
     }
 }
 

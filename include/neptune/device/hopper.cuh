@@ -9,7 +9,6 @@
  * host), so using it for another architecture fails to compile. */
 #include "neptune/device/tile.cuh"
 #include "neptune/device/types.cuh"
-#include "neptune/device/warp_rows.cuh"
 #include "neptune/device/wgmma_ops.cuh"
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -79,31 +78,6 @@ NEPTUNE_DEVICE_INLINE const T *cluster_map(const T *p, int rank) {
     asm("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(reinterpret_cast<unsigned long long>(p)), "r"(unsigned(rank)));
     return reinterpret_cast<const T *>(out);
 }
-/** Rows [row0, row0 + R) of a cluster block's shared f32 tile (pitch floats per row, mapped by
- * cluster_map) into warp-rows registers: plain generic loads (ld.global.cg reaches no shared memory);
- * rows at or past valid_rows and columns at or past valid_cols (a multiple of 4) read as 0. */
-template <int R, int Q>
-NEPTUNE_DEVICE_INLINE void load_cluster_warp_rows(warp_rows_tile<R, Q> &t, const float *src, int pitch, int row0,
-                                                  int valid_rows, int valid_cols) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int q = 0; q < Q; ++q) {
-            const int c = warp_rows_col(q, 0);
-            const float4 x = r < valid_rows && c + 4 <= valid_cols
-                                 ? *reinterpret_cast<const float4 *>(src + (row0 + r) * pitch + c)
-                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            t.v[r][q][0] = x.x, t.v[r][q][1] = x.y, t.v[r][q][2] = x.z, t.v[r][q][3] = x.w;
-        }
-    }
-}
-template <int R>
-NEPTUNE_DEVICE_INLINE void load_cluster_warp_rows_vec(warp_rows_vec<R> &v, const float *src, int row0, int valid_rows,
-                                                      float fill) {
-    const int row = warp_rows_vec_row<R>();
-    v.v = row < valid_rows ? src[row0 + row] : fill;
-}
-
 // ---- TMA -----------------------------------------------------------------------------------------
 
 NEPTUNE_DEVICE_INLINE void tma_prefetch(const tensor_map &map) {

@@ -51,12 +51,23 @@ NEPTUNE_DEVICE_INLINE float row_of(const warp_rows_vec<R> &v, int r) {
     return __shfl_sync(0xffffffffu, v.v, r);
 }
 
+/** Where the warp-rows loads read: Global by ld.global.cg (the data may come from other blocks of this
+ * launch: a folded combine's workspace, in L2), Generic by plain loads (a cluster block's shared
+ * memory, mapped by cluster_map, which ld.global does not reach). */
+enum class Load { Global, Generic };
+
+template <Load L, typename T>
+NEPTUNE_DEVICE_INLINE T load_from(const T *p) {
+    if constexpr (L == Load::Global) return __ldcg(p);
+    else return *p;
+}
+
 /** Rows [row0, row0 + R) of g (f32, row_stride apart) into t: row row0 + r and column c where
- * row0 + r < valid_rows and c < valid_cols, zero elsewhere. Loaded with ld.global.cg (the data may
- * come from other blocks of this launch: a folded combine). g and row_stride keep every row 16-byte
- * aligned; each lane's four columns of a row are one float4. WHOLE_FOURS says valid_cols is a
- * multiple of 4 (no row ends inside a lane's four), which spares the element-wise edge loads. */
-template <bool WHOLE_FOURS, int R, int Q>
+ * row0 + r < valid_rows and c < valid_cols, zero elsewhere, loaded as L says. g and row_stride keep
+ * every row 16-byte aligned; each lane's four columns of a row are one float4. WHOLE_FOURS says
+ * valid_cols is a multiple of 4 (no row ends inside a lane's four), which spares the element-wise
+ * edge loads. */
+template <bool WHOLE_FOURS, Load L = Load::Global, int R, int Q>
 NEPTUNE_DEVICE_INLINE void load_warp_rows(warp_rows_tile<R, Q> &t, const float *g, long long row_stride, int row0,
                                           int valid_rows, int valid_cols) {
 #pragma unroll
@@ -66,14 +77,14 @@ NEPTUNE_DEVICE_INLINE void load_warp_rows(warp_rows_tile<R, Q> &t, const float *
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
             const int c = warp_rows_col(q, 0);
-            const float4 x = row_ok && c + 4 <= valid_cols ? __ldcg(reinterpret_cast<const float4 *>(row + c))
+            const float4 x = row_ok && c + 4 <= valid_cols ? load_from<L>(reinterpret_cast<const float4 *>(row + c))
                                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             t.v[r][q][0] = x.x, t.v[r][q][1] = x.y, t.v[r][q][2] = x.z, t.v[r][q][3] = x.w;
             if constexpr (!WHOLE_FOURS) {  // a row that ends inside the lane's four columns
                 const bool edge = row_ok && c < valid_cols && c + 4 > valid_cols;
 #pragma unroll
                 for (int e = 0; e < 3; ++e)
-                    if (edge && c + e < valid_cols) t.v[r][q][e] = __ldcg(row + c + e);
+                    if (edge && c + e < valid_cols) t.v[r][q][e] = load_from<L>(row + c + e);
             }
         }
     }
@@ -109,12 +120,12 @@ NEPTUNE_DEVICE_INLINE void store_warp_rows(T *g, long long row_stride, const war
     }
 }
 
-/** g[row0 + i] (row_stride apart) for the rows row0 + i < valid_rows, `fill` for the others. */
-template <int R>
+/** g[row0 + i] (row_stride apart) for the rows row0 + i < valid_rows, `fill` for the others, loaded as L says. */
+template <Load L = Load::Global, int R>
 NEPTUNE_DEVICE_INLINE void load_warp_rows_vec(warp_rows_vec<R> &v, const float *g, long long row_stride, int row0,
                                               int valid_rows, float fill) {
     const int row = row0 + warp_rows_vec_row<R>();
-    v.v = row < valid_rows ? __ldcg(g + (long long)row * row_stride) : fill;
+    v.v = row < valid_rows ? load_from<L>(g + (long long)row * row_stride) : fill;
 }
 
 /** g[row0 + i] = row i of v for the rows row0 + i < valid_rows, by the lane that holds it. */
