@@ -19,9 +19,11 @@ Signature declare_signature(HI::GeneratorBase &g, const OperatorSpec &spec) {
     const OperatorInstance shape = instantiate(spec, 1, 1);
     Signature s;
     for (const TensorDesc &t : shape.inputs)
-        s.inputs.push_back(g.add_input<Halide::Buffer<>>(t.name, algorithms::halide_type(t.dtype), int(t.shape.size())));
+        s.inputs.push_back(
+            g.add_input<Halide::Buffer<>>(t.name, algorithms::halide_type(t.dtype), int(t.shape.size())));
     for (const TensorDesc &t : shape.outputs)
-        s.outputs.push_back(g.add_output<Halide::Buffer<>>(t.name, algorithms::halide_type(t.dtype), int(t.shape.size())));
+        s.outputs.push_back(
+            g.add_output<Halide::Buffer<>>(t.name, algorithms::halide_type(t.dtype), int(t.shape.size())));
     return s;
 }
 
@@ -35,15 +37,17 @@ Halide::Expr input_extent(const Signature &s, size_t input, int dim) { return s.
 
 void require_cuda_target(const Halide::Target &target, const std::string &generator, const char *backend) {
     if (!target.has_feature(Halide::Target::CUDA))
-        throw CompileError(generator + ": backend=" + backend + " needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
+        throw CompileError(generator + ": backend=" + backend +
+                           " needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
 }
 
 Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
                          ExternOptions options, const std::string &generator) {
     if (backend == Backend::Host) return lower_to_cpu({output})[0];
     if (backend == Backend::Unfused)
-        throw CompileError(generator + ": backend=unfused (the plain algorithm on Halide's CUDA backend) is offered by "
-                                       "the attention generators; use gpu or host here");
+        throw CompileError(generator +
+                           ": backend=unfused (the plain algorithm on Halide's CUDA backend) is offered by "
+                           "the attention generators; use gpu or host here");
     require_cuda_target(target, generator);
     options.user_context = target.has_feature(Halide::Target::UserContext);
     return extern_stages({output}, options)[0];

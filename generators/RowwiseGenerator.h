@@ -32,7 +32,8 @@ public:
     void generate() {
         spec_ = self().spec();
         const Signature &sig = this->sig_;
-        funcs_ = algorithms::build_from(spec_, input_funcs(sig), [&](size_t i, int d) { return input_extent(sig, i, d); });
+        funcs_ =
+            algorithms::build_from(spec_, input_funcs(sig), [&](size_t i, int d) { return input_extent(sig, i, d); });
         for (size_t o = 0; o < funcs_.outputs.size(); o++) *sig.outputs[o] = funcs_.outputs[o];
     }
 

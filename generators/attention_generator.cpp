@@ -16,8 +16,9 @@ namespace neptune::generators {
 
 namespace {
 
-const std::map<std::string, Mask> mask_names = {
-    {mask_name(Mask::None), Mask::None}, {mask_name(Mask::Causal), Mask::Causal}, {mask_name(Mask::Window), Mask::Window}};
+const std::map<std::string, Mask> mask_names = {{mask_name(Mask::None), Mask::None},
+                                                {mask_name(Mask::Causal), Mask::Causal},
+                                                {mask_name(Mask::Window), Mask::Window}};
 const std::map<std::string, ScoreMod> mod_names = {{score_mod_name(ScoreMod::None), ScoreMod::None},
                                                    {score_mod_name(ScoreMod::Alibi), ScoreMod::Alibi},
                                                    {score_mod_name(ScoreMod::Softcap), ScoreMod::Softcap}};

@@ -38,13 +38,16 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
     bool ok = true;
     for (const neptune::ExternStageInfo &s : neptune::extern_stages_built()) {
         const nlohmann::json descriptor = nlohmann::json::parse(s.descriptor);
-        nlohmann::json stage = {{"name", s.name}, {"extern_function", s.extern_function},
-                                {"descriptor_id", descriptor.at("id")}, {"sets", nlohmann::json::array()}};
+        nlohmann::json stage = {{"name", s.name},
+                                {"extern_function", s.extern_function},
+                                {"descriptor_id", descriptor.at("id")},
+                                {"sets", nlohmann::json::array()}};
         for (size_t k = 0; k < s.sets.size(); k++) {
             const neptune::ExternStageInfo::KernelSet &set = s.sets[k];
             // Split-K stages carry a set per tuning: its keys per tile and stages name it.
-            const std::string stem = base + "." + s.name + "." + set.arch +
-                                     (set.stages ? "." + std::to_string(set.tile_keys) + "x" + std::to_string(set.stages) : "");
+            const std::string stem =
+                base + "." + s.name + "." + set.arch +
+                (set.stages ? "." + std::to_string(set.tile_keys) + "x" + std::to_string(set.stages) : "");
             ok = write(dir + "/" + stem + ".fatbin", set.image) && ok;
             ok = write(dir + "/" + stem + ".cu", set.cuda) && ok;
             ok = write(dir + "/" + stem + ".tir", set.tile_program) && ok;
@@ -53,13 +56,22 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
             for (const nlohmann::json &kd : descriptor.at("sets").at(k).at("kernels")) {
                 const std::string name = kd.at("name");
                 const neptune::internal::ResourceUsage u = neptune::internal::parse_ptxas_report(set.compile_log, name);
-                kernels.push_back({{"name", name}, {"threads", kd.at("threads")}, {"dynamic_shared_bytes", kd.at("shared_bytes")},
-                                   {"registers", u.registers}, {"spill_stores", u.spill_stores},
-                                   {"spill_loads", u.spill_loads}, {"stack_bytes", u.stack_bytes}});
+                kernels.push_back({{"name", name},
+                                   {"threads", kd.at("threads")},
+                                   {"dynamic_shared_bytes", kd.at("shared_bytes")},
+                                   {"registers", u.registers},
+                                   {"spill_stores", u.spill_stores},
+                                   {"spill_loads", u.spill_loads},
+                                   {"stack_bytes", u.stack_bytes}});
             }
-            stage["sets"].push_back({{"arch", set.arch}, {"codes", set.codes}, {"tile_keys", set.tile_keys}, {"stages", set.stages},
+            stage["sets"].push_back({{"arch", set.arch},
+                                     {"codes", set.codes},
+                                     {"tile_keys", set.tile_keys},
+                                     {"stages", set.stages},
                                      {"fatbin", stem + ".fatbin"},
-                                     {"cuda", stem + ".cu"}, {"tile_program", stem + ".tir"}, {"log", stem + ".log"},
+                                     {"cuda", stem + ".cu"},
+                                     {"tile_program", stem + ".tir"},
+                                     {"log", stem + ".log"},
                                      {"kernels", kernels}});
         }
         manifest["stages"].push_back(stage);

@@ -7,8 +7,8 @@ namespace neptune::generators {
 
 class LogSumExp : public RowwiseGenerator<LogSumExp> {
 public:
-    GeneratorParam<Family> variant{"variant", Family::LogSumExp,
-                                   {{"lse", Family::LogSumExp}, {"cross_entropy", Family::CrossEntropy}}};
+    GeneratorParam<Family> variant{
+        "variant", Family::LogSumExp, {{"lse", Family::LogSumExp}, {"cross_entropy", Family::CrossEntropy}}};
 
     OperatorSpec spec() { return base_spec(variant); }
 };

@@ -8,9 +8,12 @@ namespace neptune::generators {
 
 class Norm : public RowwiseGenerator<Norm> {
 public:
-    GeneratorParam<Family> variant{"variant", Family::LayerNorm,
-                                   {{"layernorm", Family::LayerNorm}, {"rmsnorm", Family::RmsNorm},
-                                    {"layernorm_matmul", Family::LayerNormMatmul}, {"rmsnorm_matmul", Family::RmsNormMatmul}}};
+    GeneratorParam<Family> variant{"variant",
+                                   Family::LayerNorm,
+                                   {{"layernorm", Family::LayerNorm},
+                                    {"rmsnorm", Family::RmsNorm},
+                                    {"layernorm_matmul", Family::LayerNormMatmul},
+                                    {"rmsnorm_matmul", Family::RmsNormMatmul}}};
     GeneratorParam<float> eps{"eps", 1e-5f};
 
     OperatorSpec spec() {

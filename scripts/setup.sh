@@ -8,8 +8,9 @@ halide_dir="$root/deps/halide-$halide_version"
 
 say() { printf '[setup] %s\n' "$*"; }
 
-# 1. Debian packages: build tools, doctest, and the small libraries the apps use.
-packages=(meson ninja-build pkg-config ccache doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev)
+# 1. Debian packages: build tools, doctest, clang-format (the format test), and the small libraries the
+#    apps use.
+packages=(meson ninja-build pkg-config ccache doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

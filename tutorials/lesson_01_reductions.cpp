@@ -98,7 +98,7 @@ int main() {
         row_max(i) = max(row_max(i), x(j, i));
         row_max.compute_root();
         gap(i) = row_max(i) - x(0, i);  // a consumer of the reduction's final value
-        std::fflush(stdout);            // Halide prints the loop nest on stderr
+        std::fflush(stdout);  // Halide prints the loop nest on stderr
         gap.print_loop_nest();
         // Prints:
         //   produce row_max:

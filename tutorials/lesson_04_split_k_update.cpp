@@ -45,8 +45,13 @@ struct Decode {
     RDom kv, rd;
     Func score, row_max, row_sum, acc, out;
     Decode(const Buffer<float> &q, const Buffer<float> &k, const Buffer<float> &v, const std::string &suffix)
-        : kv(0, k.dim(1).extent(), "kv"), rd(0, q.dim(0).extent(), "rd"), score("score" + suffix),
-          row_max("row_max" + suffix), row_sum("row_sum" + suffix), acc("acc" + suffix), out("out" + suffix) {
+        : kv(0, k.dim(1).extent(), "kv"),
+          rd(0, q.dim(0).extent(), "rd"),
+          score("score" + suffix),
+          row_max("row_max" + suffix),
+          row_sum("row_sum" + suffix),
+          acc("acc" + suffix),
+          out("out" + suffix) {
         const float scale = 1.0f / std::sqrt(float(q.dim(0).extent()));  // the usual 1 / sqrt(d)
         score(j, i) = 0.0f;
         score(j, i) += q(rd, i) * k(rd, j) * scale;

@@ -122,7 +122,7 @@ int main() {
         // query rows (4 warps of 16) of one (batch, head) and walks the key tiles; the excerpt below
         // keeps the lines that are the recurrence.
         internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, 64, 64,
-                                                                     /*decode*/ false, /*group*/ 1);
+                                                                    /*decode*/ false, /*group*/ 1);
         lo.block_n = 64;  // the tile of rolling_update
         const tir::Program program = internal::lower_to_tiles(group.plan(), funcs.outputs, lo);
         const std::string text = tir::to_string(program);

@@ -57,12 +57,12 @@ struct Lowered {
 };
 Lowered lower_decode(const OperatorSpec &spec, int chunks, bool fold) {
     algorithms::OperatorFuncs funcs = algorithms::build(spec);
-    FusedReduction group = fuse_reduction({funcs.stage("acc"), funcs.stage("row_sum")},
-                                          Halide::RVar(funcs.rdoms.at("kv").x))
-                               .split_k_update(chunks, 32);
+    FusedReduction group =
+        fuse_reduction({funcs.stage("acc"), funcs.stage("row_sum")}, Halide::RVar(funcs.rdoms.at("kv").x))
+            .split_k_update(chunks, 32);
     const AttentionSpec &a = spec.attention;
     internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, a.head_dim_qk,
-                                                                 a.head_dim_v, /*decode*/ true, a.q_heads / a.kv_heads);
+                                                                a.head_dim_v, /*decode*/ true, a.q_heads / a.kv_heads);
     lo.block_n = 32;
     lo.fold_combine = fold;
     return {group, internal::lower_to_tiles(group.plan(), funcs.outputs, lo)};
@@ -73,8 +73,12 @@ Lowered lower_decode(const OperatorSpec &spec, int chunks, bool fold) {
 std::vector<HostTensor> interpret(const tir::Program &p, const OperatorInstance &inst, std::vector<HostTensor> in,
                                   int chunks) {
     tir::LaunchArgs args;
-    args.ints = {{"batch", inst.batch}, {"q_heads", inst.spec.attention.q_heads},
-                 {"kv_heads", inst.spec.attention.kv_heads}, {"seq_q", 1}, {"seq_kv", inst.seq}, {"chunks", chunks},
+    args.ints = {{"batch", inst.batch},
+                 {"q_heads", inst.spec.attention.q_heads},
+                 {"kv_heads", inst.spec.attention.kv_heads},
+                 {"seq_q", 1},
+                 {"seq_kv", inst.seq},
+                 {"chunks", chunks},
                  // chunk c takes tiles c, c + chunks, ...; 0 would give each chunk a run of tiles
                  {"interleave", 1}};
     std::vector<HostTensor> out = make_outputs(inst), ws;
@@ -126,10 +130,12 @@ int main() {
     // the program is the same for any count; only its shared memory matters here, which decides how
     // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
-    const int resident = internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);
+    const int resident =
+        internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);
     const int chunks = internal::split_k_chunks(2, 5000, 32, sms, resident);
-    std::printf("chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n",
-                sms, chunks, internal::split_k_chunks(8, 8192, 32, sms, resident));
+    std::printf(
+        "chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n", sms,
+        chunks, internal::split_k_chunks(8, 8192, 32, sms, resident));
     // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 13; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 16
     ok = ok && chunks == 13;
 
@@ -246,11 +252,12 @@ int main() {
         // another, so the last chunk of each group combines; it also checks the counters end at 0).
         for (const int p : {chunks, 1, 200})
             for (const bool fold : {false, true}) {
-                const tir::Program prog = p == chunks ? (fold ? folded : l).program : lower_decode(spec, p, fold).program;
+                const tir::Program prog =
+                    p == chunks ? (fold ? folded : l).program : lower_decode(spec, p, fold).program;
                 const std::vector<HostTensor> out = interpret(prog, inst, inputs, p);
                 const ErrorStats e = compare(out[0].values, ref[0].values);
-                std::printf("%3d chunks, %-9s: tile program vs fp64, relative RMS %.1e\n", p, fold ? "folded" : "2 kernels",
-                            e.rel_rms());
+                std::printf("%3d chunks, %-9s: tile program vs fp64, relative RMS %.1e\n", p,
+                            fold ? "folded" : "2 kernels", e.rel_rms());
                 ok = ok && e.nonfinite == 0 && e.rel_rms() < 2e-3;
             }
         // Prints:

@@ -37,7 +37,7 @@
 #include <cstdio>
 #include <string>
 
-#include "lesson_09_window.h"       // int lesson_09_window(halide_buffer_t *q, *k, *v, *out)
+#include "lesson_09_window.h"  // int lesson_09_window(halide_buffer_t *q, *k, *v, *out)
 #include "lesson_09_window_host.h"  // the same signature
 #include "neptune/HostTensor.h"
 #include "neptune/reference/Reference.h"

@@ -29,9 +29,9 @@ public:
     // Parameters: `key=value` on the generator's command line ('params' in the table).
     // backend=gpu: Neptune's kernels, an extern stage of the pipeline; host: the fused CPU form.
     GeneratorParam<Backend> backend{"backend", Backend::Gpu, neptune::generators::backend_names()};
-    GeneratorParam<int> window{"window", 128};   // keys a query sees, itself included
+    GeneratorParam<int> window{"window", 128};  // keys a query sees, itself included
     GeneratorParam<int> head_dim{"head_dim", 64};  // the kernels are compiled for one head dim
-    GeneratorParam<int> tile{"tile", 64};        // keys per tile of the rolling update
+    GeneratorParam<int> tile{"tile", 64};  // keys per tile of the rolling update
 
     // Tensors in Halide's order, innermost first: q(d, i, h, b) is Q[b, h, i, d] of a row-major
     // [batch, heads, sequence, head_dim] tensor. K and V may have fewer heads than Q (GQA).
@@ -53,7 +53,8 @@ public:
         in.q_heads = q.dim(2).extent();
         in.kv_heads = k.dim(2).extent();
         in.head_dim_qk = head_dim;
-        const neptune::algorithms::AttentionFuncs a = neptune::algorithms::attention(spec, neptune::DType::F16, in, false);
+        const neptune::algorithms::AttentionFuncs a =
+            neptune::algorithms::attention(spec, neptune::DType::F16, in, false);
 
         // 2. The Neptune schedule: FlashAttention's recurrence over tiles of keys (lesson 7).
         neptune::fuse_reduction({a.acc, a.row_sum}, RVar(a.kv.x)).rolling_update(tile);
@@ -83,9 +84,7 @@ public:
         // Neptune's extern stage schedules itself; the CPU form needs Halide schedules: its
         // reductions at root (the fused state carried from tile to tile), the output's batch in
         // parallel.
-        if (backend == Backend::Host) {
-            neptune::generators::schedule_host(result_);
-        }
+        if (backend == Backend::Host) { neptune::generators::schedule_host(result_); }
     }
 
 private:

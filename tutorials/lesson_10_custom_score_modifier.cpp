@@ -53,7 +53,7 @@
 #include <string>
 #include <vector>
 
-#include "lesson_10_decay.h"       // the kernels on the GPU
+#include "lesson_10_decay.h"  // the kernels on the GPU
 #include "lesson_10_decay_host.h"  // the fused CPU form
 #include "neptune/Half.h"
 #include "neptune/runtime/NeptuneRuntime.h"
@@ -89,7 +89,7 @@ Problem make_problem(int batch, int q_heads, int kv_heads, int seq_q, int seq_kv
     fill(p.v, size_t(batch) * kv_heads * seq_kv * p.dim);
     for (int h = 0; h < q_heads; h++) {
         p.inv_temp.push_back(0.5f + 0.5f * float(h % 4));  // 0.5, 1, 1.5, 2
-        p.decay.push_back(0.4f * float(h % 3));            // 0, 0.4, 0.8
+        p.decay.push_back(0.4f * float(h % 3));  // 0, 0.4, 0.8
     }
     return p;
 }
@@ -109,7 +109,8 @@ std::vector<double> reference(const Problem &p) {
                     const float *kj = &p.k[((size_t(b) * p.kv_heads + hk) * p.seq_kv + j) * p.dim];
                     double dot = 0;
                     for (int d = 0; d < p.dim; d++) dot += double(qi[d]) * double(kj[d]);
-                    s[j] = dot / std::sqrt(double(p.dim)) * p.inv_temp[h] - p.decay[h] * std::log(1 + std::fabs(pos - j));
+                    s[j] =
+                        dot / std::sqrt(double(p.dim)) * p.inv_temp[h] - p.decay[h] * std::log(1 + std::fabs(pos - j));
                     m = std::max(m, s[j]);
                 }
                 double *o = &out[((size_t(b) * p.q_heads + h) * p.seq_q + i) * p.dim];

@@ -28,9 +28,9 @@ public:
     GeneratorParam<Backend> backend{"backend", Backend::Gpu, neptune::generators::backend_names()};
     GeneratorParam<int> head_dim{"head_dim", 64};
 
-    Input<Buffer<float16_t, 4>> q{"q"}, k{"k"}, v{"v"};         // q(d, i, h, b); k, v(d, j, hkv, b)
+    Input<Buffer<float16_t, 4>> q{"q"}, k{"k"}, v{"v"};  // q(d, i, h, b); k, v(d, j, hkv, b)
     Input<Buffer<float, 1>> inv_temp{"inv_temp"}, decay{"decay"};  // per query head
-    Output<Buffer<float16_t, 4>> out{"out"};                     // out(e, i, h, b)
+    Output<Buffer<float16_t, 4>> out{"out"};  // out(e, i, h, b)
 
     void generate() {
         Var d("d"), e("e"), i("i"), j("j"), h("h"), b("b");
@@ -43,8 +43,8 @@ public:
         qk(j, i, h, b) = 0.0f;
         qk(j, i, h, b) += cast<float>(q(rd, i, h, b)) * cast<float>(k(rd, j, hk, b));
         const Expr distance = abs(cast<float>(seq_kv - seq_q + i) - cast<float>(j));
-        score(j, i, h, b) = qk(j, i, h, b) * (1.0f / std::sqrt(float(int(head_dim)))) * inv_temp(h) -
-                            decay(h) * log(1.0f + distance);
+        score(j, i, h, b) =
+            qk(j, i, h, b) * (1.0f / std::sqrt(float(int(head_dim)))) * inv_temp(h) - decay(h) * log(1.0f + distance);
 
         // Softmax over the keys, and the weighted sum of V: row_sum and acc need the final row_max.
         RDom kv(0, seq_kv, "kv");
@@ -76,9 +76,7 @@ public:
     }
 
     void schedule() {
-        if (backend == Backend::Host) {
-            neptune::generators::schedule_host(result_);
-        }
+        if (backend == Backend::Host) { neptune::generators::schedule_host(result_); }
     }
 
 private:

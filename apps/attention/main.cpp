@@ -15,10 +15,11 @@ using namespace neptune;
 using namespace neptune::apps;
 
 int main(int argc, char **argv) {
-    CLI::App app{"Causal attention (prefill: FlashAttention-like, rolling update) or decode attention with 8 query "
-                 "heads per KV head (FlashDecoding-like, split-K) through Neptune's AOT libraries; head dim 128, f16. "
-                 "Checks against the fp64 reference, then times the library.",
-                 "attention"};
+    CLI::App app{
+        "Causal attention (prefill: FlashAttention-like, rolling update) or decode attention with 8 query "
+        "heads per KV head (FlashDecoding-like, split-K) through Neptune's AOT libraries; head dim 128, f16. "
+        "Checks against the fp64 reference, then times the library.",
+        "attention"};
     std::string mode = "prefill", shape, heads;
     CommonOptions common;
     app.add_option("--mode", mode, "prefill (queries = keys) or decode (one query row per head)")
@@ -28,7 +29,8 @@ int main(int argc, char **argv) {
                    "B,S: batch and sequence (keys; prefill also queries); default on the GPU 1,4096 prefill, 8,8192 "
                    "decode; on the host 1,128 and 2,1024")
         ->check(CLI::Validator(check_shape, "B,S"));
-    app.add_option("--heads", heads, "HQ,HKV: query and KV heads; default 32,32 prefill (8,8 on the host), 64,8 decode");
+    app.add_option("--heads", heads,
+                   "HQ,HKV: query and KV heads; default 32,32 prefill (8,8 on the host), 64,8 decode");
     add_common_options(app, common);
     if (const int rc = parse_arguments(app, argc, argv, common); rc >= 0) return rc;
 
@@ -53,8 +55,10 @@ int main(int argc, char **argv) {
 
     AppOperator op;
     op.inst = instantiate(spec, batch, seq);
-    op.title = std::string(decode ? "decode" : "prefill") + " attention, causal: batch " + std::to_string(batch) + ", " +
-               std::to_string(hq) + "/" + std::to_string(hkv) + " heads, " + (decode ? std::string("1 query") : std::to_string(seq) + " queries") + " x " + std::to_string(seq) + " keys, head dim 128, f16";
+    op.title = std::string(decode ? "decode" : "prefill") + " attention, causal: batch " + std::to_string(batch) +
+               ", " + std::to_string(hq) + "/" + std::to_string(hkv) + " heads, " +
+               (decode ? std::string("1 query") : std::to_string(seq) + " queries") + " x " + std::to_string(seq) +
+               " keys, head dim 128, f16";
     if (decode) {
         op.gpu = [](Buffers &i, Buffers &o) { return decode_gqa(i[0], i[1], i[2], o[0]); };
         op.host = [](Buffers &i, Buffers &o) { return decode_gqa_host(i[0], i[1], i[2], o[0]); };

@@ -78,7 +78,8 @@ public:
         float ms = 0;
         if (neptune_event_record(start_, nullptr) != NEPTUNE_OK) throw std::runtime_error(neptune_last_error());
         rc = f();
-        if (neptune_event_record(end_, nullptr) != NEPTUNE_OK || neptune_event_elapsed_ms(start_, end_, &ms) != NEPTUNE_OK)
+        if (neptune_event_record(end_, nullptr) != NEPTUNE_OK ||
+            neptune_event_elapsed_ms(start_, end_, &ms) != NEPTUNE_OK)
             throw std::runtime_error(std::string("timing with CUDA events: ") + neptune_last_error());
         return double(ms);
     }
@@ -117,11 +118,12 @@ bool check_outputs(const AppOperator &op, const std::vector<HostTensor> &inputs,
     bool ok = true;
     for (const OutputCheck &c : compare_rows(inst, runs, got, want)) {
         const bool pass = bound.accepts(c.error);
-        std::printf("check vs fp64 (%lld of %lld rows): %s relative RMS %.1e, max scaled %.1e (bounds %.0e, %.0e)%s%s\n",
-                    static_cast<long long>(rows), static_cast<long long>(inst.rows), c.output.c_str(), c.error.rel_rms(),
-                    c.error.max_scaled, bound.rel_rms, bound.max_scaled,
-                    c.error.nonfinite ? (", " + std::to_string(c.error.nonfinite) + " non-finite or unwritten").c_str() : "",
-                    pass ? ": ok" : ": WRONG");
+        std::printf(
+            "check vs fp64 (%lld of %lld rows): %s relative RMS %.1e, max scaled %.1e (bounds %.0e, %.0e)%s%s\n",
+            static_cast<long long>(rows), static_cast<long long>(inst.rows), c.output.c_str(), c.error.rel_rms(),
+            c.error.max_scaled, bound.rel_rms, bound.max_scaled,
+            c.error.nonfinite ? (", " + std::to_string(c.error.nonfinite) + " non-finite or unwritten").c_str() : "",
+            pass ? ": ok" : ": WRONG");
         if (!pass) std::printf("  %s\n", c.error.describe(inst.output(c.output)).c_str());
         ok = ok && pass;
     }
@@ -137,12 +139,15 @@ double median(std::vector<double> v) {
 }  // namespace
 
 void add_common_options(CLI::App &app, CommonOptions &o) {
-    app.add_option("--backend", o.backend, "gpu: the GPU library (fails without a GPU); host: the host library; "
-                                           "auto: gpu when a GPU is present")
+    app.add_option("--backend", o.backend,
+                   "gpu: the GPU library (fails without a GPU); host: the host library; "
+                   "auto: gpu when a GPU is present")
         ->check(CLI::IsMember({"auto", "gpu", "host"}))
         ->capture_default_str();
     app.add_option("--repeats", o.repeats, "timed calls")->check(CLI::PositiveNumber)->capture_default_str();
-    app.add_option("--warmup", o.warmup, "untimed calls before timing")->check(CLI::NonNegativeNumber)->capture_default_str();
+    app.add_option("--warmup", o.warmup, "untimed calls before timing")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
     app.add_option("--check-budget", o.check_budget,
                    "fp64 reference flops to spend; larger problems are checked on sampled rows")
@@ -153,9 +158,7 @@ void add_common_options(CLI::App &app, CommonOptions &o) {
 int parse_arguments(CLI::App &app, int argc, char **argv, CommonOptions &o) {
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e) == 0 ? exit_ok : exit_bad_arguments;
-    }
+    } catch (const CLI::ParseError &e) { return app.exit(e) == 0 ? exit_ok : exit_bad_arguments; }
     const bool present = neptune_cuda_available();
     if (o.backend == "gpu" && !present) {
         std::printf("--backend gpu: no CUDA device (%s)\n", neptune_last_error());
@@ -169,9 +172,7 @@ std::string check_shape(const std::string &text) {
     try {
         parse_shape(text);
         return "";
-    } catch (const std::invalid_argument &e) {
-        return e.what();
-    }
+    } catch (const std::invalid_argument &e) { return e.what(); }
 }
 
 int run_app(const AppOperator &op, const CommonOptions &o) {
@@ -193,7 +194,8 @@ int run_app(const AppOperator &op, const CommonOptions &o) {
             return exit_failed;
         };
         if (const int rc = call()) return failed(rc);
-        if (!check_outputs(op, inputs, outs, gpu ? op.gpu_tolerance : tolerance_for(inst.outputs[0].dtype), o.check_budget))
+        if (!check_outputs(op, inputs, outs, gpu ? op.gpu_tolerance : tolerance_for(inst.outputs[0].dtype),
+                           o.check_budget))
             return exit_failed;
 
         CallTimer timer(gpu);
@@ -210,8 +212,11 @@ int run_app(const AppOperator &op, const CommonOptions &o) {
         const double per_s = (bytes ? operator_bytes(inst) : operator_flops(inst)) / (med * 1e-3);
         const bool tera = !bytes && per_s >= 1e12;
         std::printf("time (%s, %d warm-up + %d timed calls): median %.3f ms, min %.3f ms; %.3g %s at the median\n",
-                    gpu ? "CUDA events" : "host wall clock", o.warmup, o.repeats, med, best, per_s / (tera ? 1e12 : 1e9),
-                    bytes ? "GB/s" : tera ? "TFLOP/s" : "GFLOP/s");
+                    gpu ? "CUDA events" : "host wall clock", o.warmup, o.repeats, med, best,
+                    per_s / (tera ? 1e12 : 1e9),
+                    bytes  ? "GB/s"
+                    : tera ? "TFLOP/s"
+                           : "GFLOP/s");
     } catch (const std::exception &e) {
         std::printf("error: %s\n", e.what());
         return exit_failed;

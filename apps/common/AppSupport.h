@@ -22,11 +22,11 @@ enum ExitStatus { exit_ok = 0, exit_failed = 1, exit_bad_arguments = 2, exit_no_
 /** Options every app takes. */
 struct CommonOptions {
     std::string backend = "auto";  // auto: the GPU library when a GPU is present, else the host library
-    int repeats = 20;              // timed calls
-    int warmup = 3;                // untimed calls first (GPU: module loading, first-touch allocations)
-    uint64_t seed = 1;             // of the random inputs
-    double check_budget = 2e9;     // reference flops; larger problems are checked on sampled rows
-    bool gpu = false;              // the backend chosen (parse_arguments)
+    int repeats = 20;  // timed calls
+    int warmup = 3;  // untimed calls first (GPU: module loading, first-touch allocations)
+    uint64_t seed = 1;  // of the random inputs
+    double check_budget = 2e9;  // reference flops; larger problems are checked on sampled rows
+    bool gpu = false;  // the backend chosen (parse_arguments)
 };
 void add_common_options(CLI::App &app, CommonOptions &options);
 

@@ -14,13 +14,16 @@ using namespace neptune;
 using namespace neptune::apps;
 
 int main(int argc, char **argv) {
-    CLI::App app{"LayerNorm (y = (x - mean) / sqrt(var + 1e-5) * gamma + beta) or RMSNorm (y = x / sqrt(mean(x^2) + 1e-5) "
-                 "* gamma) over the last axis of x [rows, cols], f16, through Neptune's AOT libraries. Checks against "
-                 "the fp64 reference, then times the library.",
-                 "layernorm"};
+    CLI::App app{
+        "LayerNorm (y = (x - mean) / sqrt(var + 1e-5) * gamma + beta) or RMSNorm (y = x / sqrt(mean(x^2) + 1e-5) "
+        "* gamma) over the last axis of x [rows, cols], f16, through Neptune's AOT libraries. Checks against "
+        "the fp64 reference, then times the library.",
+        "layernorm"};
     std::string op_name = "layernorm", shape;
     CommonOptions common;
-    app.add_option("--op", op_name, "layernorm or rmsnorm")->check(CLI::IsMember({"layernorm", "rmsnorm"}))->capture_default_str();
+    app.add_option("--op", op_name, "layernorm or rmsnorm")
+        ->check(CLI::IsMember({"layernorm", "rmsnorm"}))
+        ->capture_default_str();
     app.add_option("--shape", shape, "ROWS,COLS; default 8192,4096 on the GPU, 1024,1024 on the host")
         ->check(CLI::Validator(check_shape, "ROWS,COLS"));
     add_common_options(app, common);

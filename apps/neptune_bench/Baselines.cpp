@@ -86,7 +86,8 @@ nlohmann::json BaselineServer::request(const std::vector<std::string> &args) {
                                     "): " + answer.value("error", std::string("no reason given")));
             return answer["result"];
         }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             stop(true);
             throw BaselineError("the baseline driver did not answer within " + std::to_string(int(timeout_s_)) +

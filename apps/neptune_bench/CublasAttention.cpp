@@ -186,7 +186,8 @@ public:
         for (const HostTensor &t : inputs) {
             std::vector<char> buf(mem_.bytes.at(t.desc.name));
             t.store(buf.data());
-            check_runtime(neptune_memcpy_htod(mem_.ptr.at(t.desc.name), buf.data(), buf.size()), "copying " + t.desc.name);
+            check_runtime(neptune_memcpy_htod(mem_.ptr.at(t.desc.name), buf.data(), buf.size()),
+                          "copying " + t.desc.name);
         }
     }
 
@@ -221,7 +222,8 @@ private:
     }
 
     void gemm_check(cublasStatus_t st, const char *what) const {
-        if (st != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": " + cublas().status_string(st));
+        if (st != CUBLAS_STATUS_SUCCESS)
+            throw std::runtime_error(std::string(what) + ": " + cublas().status_string(st));
     }
 
     void launch() {
@@ -246,19 +248,18 @@ private:
                 // Column-major view: S^T (Skv x m) = K (Skv x D, stored as its transpose) * Q^T (D x m).
                 gemm_check(lib.gemm(handle_.h, CUBLAS_OP_T, CUBLAS_OP_N, skv, m, int(d_), &alpha,
                                     k + e0 * skv_ * d_ * 2, t, int(d_), skv_ * d_,
-                                    q + (e0 * rows_per_entry_ + r0) * d_ * 2, t, int(d_), rows_per_entry_ * d_,
-                                    &zero, s, CUDA_R_32F, skv, int64_t(m) * skv_, ne, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT),
+                                    q + (e0 * rows_per_entry_ + r0) * d_ * 2, t, int(d_), rows_per_entry_ * d_, &zero,
+                                    s, CUDA_R_32F, skv, int64_t(m) * skv_, ne, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                            "cuBLAS S = Q K^T");
                 int e0i = int(e0), r0i = int(r0), mi = m;
-                void *args[] = {&s, &p, &slopes, &skv, &sq, &group, &kvh, &mi, &e0i, &r0i,
-                                &mask, &window, &mod, &cap, &bf16};
+                void *args[] = {&s,   &p,   &slopes, &skv,    &sq,  &group, &kvh, &mi,
+                                &e0i, &r0i, &mask,   &window, &mod, &cap,   &bf16};
                 const unsigned grid[3] = {unsigned(ne) * unsigned(m), 1, 1}, block[3] = {softmax_threads, 1, 1};
                 check_runtime(neptune_launch(softmax_, grid, block, 0, nullptr, args), "softmax kernel");
                 // O^T (Dv x m) = V^T (Dv x Skv) * P^T (Skv x m).
                 gemm_check(lib.gemm(handle_.h, CUBLAS_OP_N, CUBLAS_OP_N, int(dv_), m, skv, &one,
-                                    v + e0 * skv_ * dv_ * 2, t, int(dv_), skv_ * dv_, p, t, skv,
-                                    int64_t(m) * skv_, &zero, o + (e0 * rows_per_entry_ + r0) * dv_ * 2, t, int(dv_),
+                                    v + e0 * skv_ * dv_ * 2, t, int(dv_), skv_ * dv_, p, t, skv, int64_t(m) * skv_,
+                                    &zero, o + (e0 * rows_per_entry_ + r0) * dv_ * 2, t, int(dv_),
                                     rows_per_entry_ * dv_, ne, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                            "cuBLAS O = P V");
             }

@@ -73,8 +73,7 @@ std::string take_messages() {
 
 class HalideUnfused : public NativeImpl {
 public:
-    HalideUnfused(const OperatorInstance &inst, const Library &lib, int64_t max_call_scores)
-        : inst_(inst), lib_(lib) {
+    HalideUnfused(const OperatorInstance &inst, const Library &lib, int64_t max_call_scores) : inst_(inst), lib_(lib) {
         check_runtime(neptune_init(), "CUDA");
         static const bool installed = [] {
             halide_set_error_handler(keep_message);
@@ -216,8 +215,8 @@ private:
     void call() {
         for (Call &c : calls_)
             if (const int rc = lib_.call(c.args.data()))
-                throw std::runtime_error(std::string(lib_.metadata()->name) + " returned " + std::to_string(rc) +
-                                         ": " + take_messages());
+                throw std::runtime_error(std::string(lib_.metadata()->name) + " returned " + std::to_string(rc) + ": " +
+                                         take_messages());
     }
 
     OperatorInstance inst_;
@@ -258,11 +257,13 @@ std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, in
     const AttentionSpec &a = s.attention;
     if (s.dtype != DType::F16 || a.head_dim_qk != 128 || a.head_dim_v != 128)
         throw Unsupported("the unfused libraries are compiled for f16 and head dim 128");
-    if (a.mask == Mask::Window && a.window != 4096) throw Unsupported("the windowed library is compiled for a window of 4096");
-    if (a.mod == ScoreMod::Softcap && a.softcap != 50.0) throw Unsupported("the softcap libraries are compiled for a cap of 50");
+    if (a.mask == Mask::Window && a.window != 4096)
+        throw Unsupported("the windowed library is compiled for a window of 4096");
+    if (a.mod == ScoreMod::Softcap && a.softcap != 50.0)
+        throw Unsupported("the softcap libraries are compiled for a cap of 50");
     // The f32 scores it materialises: past 16 GiB a point takes minutes (and 32k keys do not fit).
-    const double score_bytes = 4.0 * double(inst.batch) * a.q_heads * double(inst.input("q").shape[2]) *
-                               double(inst.input("k").shape[2]);
+    const double score_bytes =
+        4.0 * double(inst.batch) * a.q_heads * double(inst.input("q").shape[2]) * double(inst.input("k").shape[2]);
     if (score_bytes > 16.0 * (1ull << 30))
         throw Unsupported("materialises " + std::to_string(int64_t(score_bytes / (1ull << 30))) +
                           " GiB of f32 scores; this baseline stops at 16 GiB (batch x heads x queries x keys x 4 B)");

@@ -100,8 +100,10 @@ Child spawn_piped(const std::vector<std::string> &argv, const std::vector<std::s
 }
 
 std::string find_on_path(const std::string &name) {
-    struct stat st{};
-    auto executable = [&](const std::string &p) { return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0; };
+    struct stat st {};
+    auto executable = [&](const std::string &p) {
+        return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
+    };
     if (name.find('/') != std::string::npos) return executable(name) ? name : "";
     const char *path = std::getenv("PATH");
     std::string dirs = path ? path : "/usr/bin:/bin";
@@ -120,8 +122,9 @@ std::string repo_file(const char *argv0, const std::string &relative_to_repo) {
     const size_t slash = exe.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : exe.substr(0, slash);
     const size_t base = relative_to_repo.rfind('/');
-    for (const std::string &p : {dir + "/../../../" + relative_to_repo, relative_to_repo,
-                                 dir + "/" + (base == std::string::npos ? relative_to_repo : relative_to_repo.substr(base + 1))})
+    for (const std::string &p :
+         {dir + "/../../../" + relative_to_repo, relative_to_repo,
+          dir + "/" + (base == std::string::npos ? relative_to_repo : relative_to_repo.substr(base + 1))})
         if (std::ifstream(p)) return p;
     return "";
 }

@@ -50,7 +50,8 @@ ImplSelection parse_impls(const std::string &list) {
         for (const NativeEntry &e : native_baselines()) native = native || e.name == w;
         for (const std::string &p : python_baselines()) python = python || p == w;
         if (!native && !python)
-            throw std::invalid_argument("--impl: unknown implementation '" + w + "'; known: " + names + " (or all, none)");
+            throw std::invalid_argument("--impl: unknown implementation '" + w + "'; known: " + names +
+                                        " (or all, none)");
         std::vector<std::string> &into = native ? s.native : s.python;
         if (std::find(into.begin(), into.end(), w) == into.end()) into.push_back(w);
     }
@@ -99,13 +100,20 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
     for (const HostTensor &x : inputs) write_raw(dir + "/" + x.desc.name + ".bin", x);
     write_raw(dir + "/neptune_out.bin", neptune_out);
     const AttentionSpec &at = inst.spec.attention;
-    const json meta = {{"op", inst.spec.name}, {"batch", inst.batch}, {"seq", inst.seq}, {"q_heads", at.q_heads},
-                       {"kv_heads", at.kv_heads}, {"seq_q", inst.input("q").shape[2]},
-                       {"seq_kv", inst.input("k").shape[2]}, {"head_dim", at.head_dim_qk},
+    const json meta = {{"op", inst.spec.name},
+                       {"batch", inst.batch},
+                       {"seq", inst.seq},
+                       {"q_heads", at.q_heads},
+                       {"kv_heads", at.kv_heads},
+                       {"seq_q", inst.input("q").shape[2]},
+                       {"seq_kv", inst.input("k").shape[2]},
+                       {"head_dim", at.head_dim_qk},
                        {"mask", mask_name(at.mask)},
                        {"window", at.window},
                        {"mod", score_mod_name(at.mod)},
-                       {"softcap", at.softcap}, {"scale", at.score_scale()}, {"decode", at.decode}};
+                       {"softcap", at.softcap},
+                       {"scale", at.score_scale()},
+                       {"decode", at.decode}};
     std::ofstream(dir + "/meta.json") << meta.dump(1);
     json jr = {{"rows", json::array()}, {"values", json::array()}};
     const int64_t dv = inst.outputs[0].shape.back();
@@ -248,22 +256,24 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
     if (server && !opt.impls.python.empty()) {
         const char *tmp = std::getenv("TMPDIR");
         const std::string root = opt.workdir.empty() ? std::string(tmp && *tmp ? tmp : "/tmp") : opt.workdir;
-        const std::string dir = fmt::format("{}/neptune_bench_{}_{}_{}x{}", root, ::getpid(), spec.name, inst.batch, inst.seq);
+        const std::string dir =
+            fmt::format("{}/neptune_bench_{}_{}_{}x{}", root, ::getpid(), spec.name, inst.batch, inst.seq);
         std::string impls;
         for (const std::string &n : opt.impls.python) impls += (impls.empty() ? "" : ",") + n;
         try {
             std::filesystem::create_directories(dir);
             write_baseline_case(dir, inst, inputs, nout[0], common, ref);
             const json doc = server->request({"--op", spec.name, "--batch", std::to_string(inst.batch), "--seq",
-                                              std::to_string(inst.seq), "--inputs", dir, "--outputs", dir,
-                                              "--repeat", std::to_string(opt.repeat), "--impl", impls});
+                                              std::to_string(inst.seq), "--inputs", dir, "--outputs", dir, "--repeat",
+                                              std::to_string(opt.repeat), "--impl", impls});
             // The relative RMS of the Python results uses the same reference rows as ours.
             const ErrorStats e = compare_rows(inst, common, nout, ref)[0].error;
             add_baseline_results(p, doc, e.rms_ref);
             if (doc.contains("sm_clock_mhz")) p.clocks["baselines"] = doc["sm_clock_mhz"];
             if (baseline_doc) *baseline_doc = doc;
         } catch (const std::exception &e) {
-            for (const std::string &n : opt.impls.python) p.results.push_back(failed(n, std::string("baselines.py: ") + e.what()));
+            for (const std::string &n : opt.impls.python)
+                p.results.push_back(failed(n, std::string("baselines.py: ") + e.what()));
         }
         std::error_code ec;
         std::filesystem::remove_all(dir, ec);

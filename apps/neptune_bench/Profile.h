@@ -32,7 +32,7 @@ struct PointOptions {
     int repeat = 30, warmup = 5;
     GpuOptions gpu;
     ImplSelection impls;
-    bool dump = false;    // print Neptune's tile program and CUDA
+    bool dump = false;  // print Neptune's tile program and CUDA
     std::string workdir;  // where baselines.py's input files go; empty: $TMPDIR or /tmp
 };
 

@@ -67,7 +67,8 @@ Csv read_csv(const std::string &text, const std::vector<std::string> &columns, c
         if (!header) {
             std::map<std::string, size_t> col;
             for (size_t i = 0; i < f.size(); i++) col[f[i]] = i;
-            header = std::all_of(columns.begin(), columns.end(), [&](const std::string &c) { return col.count(c) > 0; });
+            header =
+                std::all_of(columns.begin(), columns.end(), [&](const std::string &c) { return col.count(c) > 0; });
             if (header) t.col = col;
             continue;
         }
@@ -84,7 +85,8 @@ Csv read_csv(const std::string &text, const std::vector<std::string> &columns, c
 std::vector<KernelSummary> longest_first(std::map<std::string, KernelSummary> by_name) {
     std::vector<KernelSummary> out;
     for (auto &[n, k] : by_name) out.push_back(k);
-    std::stable_sort(out.begin(), out.end(), [](const KernelSummary &a, const KernelSummary &b) { return a.total_us > b.total_us; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const KernelSummary &a, const KernelSummary &b) { return a.total_us > b.total_us; });
     return out;
 }
 
@@ -214,9 +216,9 @@ std::string format_kernels(const std::vector<KernelSummary> &kernels, size_t top
     for (size_t i = 0; i < kernels.size() && i < top; i++) {
         const KernelSummary &k = kernels[i];
         const std::string name = k.name.size() > 60 ? k.name.substr(0, 57) + "..." : k.name;
-        out += fmt::format("{:<60} {:>8} {:>12.1f} {:>11.2f} {:>6} {:>6} {:>6}\n", name, k.launches, k.total_us,
-                           k.launches ? k.total_us / k.launches : 0.0, pct(k.sm_pct), pct(k.memory_pct),
-                           pct(k.dram_pct));
+        out +=
+            fmt::format("{:<60} {:>8} {:>12.1f} {:>11.2f} {:>6} {:>6} {:>6}\n", name, k.launches, k.total_us,
+                        k.launches ? k.total_us / k.launches : 0.0, pct(k.sm_pct), pct(k.memory_pct), pct(k.dram_pct));
     }
     if (kernels.size() > top) out += fmt::format("... and {} more kernels\n", kernels.size() - top);
     return out;

@@ -26,7 +26,8 @@ Profiler find_profiler(const std::string &want);
 /** The report file the profiler writes for `base` (base.nsys-rep or base.ncu-rep). */
 std::string report_file(const Profiler &p, const std::string &base);
 /** The command that runs `child` under the profiler, writing `base`'s report. */
-std::vector<std::string> profile_command(const Profiler &p, const std::string &base, const std::vector<std::string> &child);
+std::vector<std::string> profile_command(const Profiler &p, const std::string &base,
+                                         const std::vector<std::string> &child);
 /** The command that prints the report's per-kernel figures as CSV. */
 std::vector<std::string> summary_command(const Profiler &p, const std::string &report);
 

@@ -71,9 +71,7 @@ T get_req(const json &j, const char *key) {
     if (!j.contains(key)) throw std::invalid_argument(std::string("missing field '") + key + "'");
     try {
         return j[key].get<T>();
-    } catch (const json::exception &e) {
-        throw std::invalid_argument(std::string("field '") + key + "': " + e.what());
-    }
+    } catch (const json::exception &e) { throw std::invalid_argument(std::string("field '") + key + "': " + e.what()); }
 }
 
 std::string num(const std::optional<double> &v, const char *spec) {
@@ -98,10 +96,19 @@ Speedups speedups(const PointResult &p) {
 }
 
 json to_json(const ImplResult &r) {
-    return {{"impl", r.impl}, {"kind", kind_name(kind_of(r.impl))}, {"supported", r.supported}, {"reason", r.reason},
-            {"median_ms", opt(r.median_ms)}, {"min_ms", opt(r.min_ms)}, {"max_ms", opt(r.max_ms)},
-            {"ref_max_abs", opt(r.ref_max_abs)}, {"ref_rms", opt(r.ref_rms)}, {"ref_rel_rms", opt(r.ref_rel_rms)},
-            {"max_abs_vs_neptune", opt(r.max_abs_vs_neptune)}, {"nonfinite", r.nonfinite}, {"correct", r.correct}};
+    return {{"impl", r.impl},
+            {"kind", kind_name(kind_of(r.impl))},
+            {"supported", r.supported},
+            {"reason", r.reason},
+            {"median_ms", opt(r.median_ms)},
+            {"min_ms", opt(r.min_ms)},
+            {"max_ms", opt(r.max_ms)},
+            {"ref_max_abs", opt(r.ref_max_abs)},
+            {"ref_rms", opt(r.ref_rms)},
+            {"ref_rel_rms", opt(r.ref_rel_rms)},
+            {"max_abs_vs_neptune", opt(r.max_abs_vs_neptune)},
+            {"nonfinite", r.nonfinite},
+            {"correct", r.correct}};
 }
 
 json to_json(const PointResult &p) {
@@ -111,9 +118,18 @@ json to_json(const PointResult &p) {
         j["throughput"] = opt(p.throughput(r));
         results.push_back(j);
     }
-    return {{"op", p.op}, {"batch", p.batch}, {"seq", p.seq}, {"unit", p.unit}, {"work", p.work},
-            {"status", p.failed ? "failed" : "ok"}, {"error", p.error}, {"seconds", p.seconds}, {"date", p.date},
-            {"run", p.run}, {"clocks", p.clocks.is_null() ? json::object() : p.clocks}, {"results", results}};
+    return {{"op", p.op},
+            {"batch", p.batch},
+            {"seq", p.seq},
+            {"unit", p.unit},
+            {"work", p.work},
+            {"status", p.failed ? "failed" : "ok"},
+            {"error", p.error},
+            {"seconds", p.seconds},
+            {"date", p.date},
+            {"run", p.run},
+            {"clocks", p.clocks.is_null() ? json::object() : p.clocks},
+            {"results", results}};
 }
 
 ImplResult impl_from_json(const json &j) {
@@ -141,7 +157,8 @@ PointResult point_from_json(const json &j) {
     p.unit = j.value("unit", "");
     p.work = j.value("work", 0.0);
     const std::string status = j.value("status", "ok");
-    if (status != "ok" && status != "failed") throw std::invalid_argument("status '" + status + "' is not ok or failed");
+    if (status != "ok" && status != "failed")
+        throw std::invalid_argument("status '" + status + "' is not ok or failed");
     p.failed = status == "failed";
     p.error = j.value("error", "");
     p.seconds = j.value("seconds", 0.0);
@@ -169,9 +186,9 @@ std::string format_table(const PointResult &p) {
         if (counts(r) && (!best || *r.median_ms < *best->median_ms)) best = &r;
     const ImplResult *n = p.find("neptune");
     const bool n_timed = n && counts(*n);
-    std::string out = fmt::format("{:<16}{:<10}{:>10}{:>9}{:>9}{:>9}{:>12}{:>10}{:>13}{:>11}{:>9}  {}\n", "implementation",
-                                  "kind", "median ms", "min ms", "max ms", p.unit, "ref rel rms", "max|err|",
-                                  "max|d| nept.", "vs neptune", "vs best", "note");
+    std::string out = fmt::format("{:<16}{:<10}{:>10}{:>9}{:>9}{:>9}{:>12}{:>10}{:>13}{:>11}{:>9}  {}\n",
+                                  "implementation", "kind", "median ms", "min ms", "max ms", p.unit, "ref rel rms",
+                                  "max|err|", "max|d| nept.", "vs neptune", "vs best", "note");
     for (const ImplResult &r : p.results) {
         out += fmt::format("{:<16}{:<10}", r.impl, kind_name(kind_of(r.impl)));
         if (!r.supported) {  // a failure is also marked incorrect (never "the best")
@@ -180,21 +197,23 @@ std::string format_table(const PointResult &p) {
         }
         const bool timed = counts(r) || (r.median_ms && *r.median_ms > 0);
         std::string note = r.reason;
-        if (!r.correct) note = "WRONG (off the reference or Neptune beyond 1e-2; not ranked)" + (note.empty() ? "" : "; " + note);
+        if (!r.correct)
+            note = "WRONG (off the reference or Neptune beyond 1e-2; not ranked)" + (note.empty() ? "" : "; " + note);
         if (r.nonfinite) note += fmt::format(" {} non-finite outputs", r.nonfinite);
-        out += fmt::format("{:>10}{:>9}{:>9}{:>9}{:>12}{:>10}{:>13}{:>11}{:>9}  {}\n", num(r.median_ms, "{:.4f}"),
-                           num(r.min_ms, "{:.4f}"), num(r.max_ms, "{:.4f}"), num(p.throughput(r), "{:.2f}"),
-                           num(r.ref_rel_rms, "{:.2e}"), num(r.ref_max_abs, "{:.2e}"),
-                           num(r.max_abs_vs_neptune, "{:.2e}"),
-                           timed && n_timed ? fmt::format("{:.2f}", *r.median_ms / *n->median_ms) : "-",
-                           timed && best ? fmt::format("{:.2f}", *r.median_ms / *best->median_ms) : "-", note);
+        out +=
+            fmt::format("{:>10}{:>9}{:>9}{:>9}{:>12}{:>10}{:>13}{:>11}{:>9}  {}\n", num(r.median_ms, "{:.4f}"),
+                        num(r.min_ms, "{:.4f}"), num(r.max_ms, "{:.4f}"), num(p.throughput(r), "{:.2f}"),
+                        num(r.ref_rel_rms, "{:.2e}"), num(r.ref_max_abs, "{:.2e}"), num(r.max_abs_vs_neptune, "{:.2e}"),
+                        timed && n_timed ? fmt::format("{:.2f}", *r.median_ms / *n->median_ms) : "-",
+                        timed && best ? fmt::format("{:.2f}", *r.median_ms / *best->median_ms) : "-", note);
     }
     const Speedups s = speedups(p);
     auto part = [](const char *what, const std::optional<double> &v, const std::string &who) {
         return v ? fmt::format("{} ({}) {:.2f}x", what, who, *v) : fmt::format("{} -", what);
     };
     out += fmt::format("Neptune's speedup (best other's median over Neptune's): {}; {}; {}\n",
-                       part("over the best other", s.overall, s.best), part("over compilers", s.compilers, s.best_compiler),
+                       part("over the best other", s.overall, s.best),
+                       part("over compilers", s.compilers, s.best_compiler),
                        part("over libraries", s.libraries, s.best_library));
     return out;
 }
@@ -220,9 +239,7 @@ ResultFile read_result_file(const std::string &path) {
     json j;
     try {
         j = json::parse(in);
-    } catch (const json::exception &e) {
-        throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
-    }
+    } catch (const json::exception &e) { throw std::runtime_error(path + ": not JSON (" + e.what() + ")"); }
     if (!j.is_object() || j.value("schema", "") != json_schema)
         throw std::runtime_error(path + ": not a neptune_bench result file (\"schema\" is not \"" +
                                  std::string(json_schema) + "\")");

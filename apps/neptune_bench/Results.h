@@ -30,7 +30,7 @@ struct ImplResult {
     std::string reason;  // why it is unsupported or failed, or a warning about a run that counted
     std::optional<double> median_ms, min_ms, max_ms;
     std::optional<double> ref_max_abs, ref_rms, ref_rel_rms;  // against the fp64 reference rows
-    std::optional<double> max_abs_vs_neptune;                 // over the whole output
+    std::optional<double> max_abs_vs_neptune;  // over the whole output
     int64_t nonfinite = 0;
     bool correct = true;  // judged by judge_correctness(); a wrong result is never "the best"
 };
@@ -46,13 +46,13 @@ struct PointResult {
     std::string op;
     int64_t batch = 0, seq = 0;
     std::string unit;  // "TFLOP/s" or "TB/s"
-    double work = 0;   // FLOPs or bytes (OPERATORS.md §4)
+    double work = 0;  // FLOPs or bytes (OPERATORS.md §4)
     bool failed = false;
     std::string error;  // why it failed (then results may be partial)
-    double seconds = 0; // wall time spent on the point
+    double seconds = 0;  // wall time spent on the point
     std::string date;
-    int run = 0;              // index into the file's "runs" (the provenance of the command that measured it)
-    nlohmann::json clocks;    // SM clock before and after timing, as nvidia-smi reads it
+    int run = 0;  // index into the file's "runs" (the provenance of the command that measured it)
+    nlohmann::json clocks;  // SM clock before and after timing, as nvidia-smi reads it
     std::vector<ImplResult> results;
 
     const ImplResult *find(const std::string &impl) const;
@@ -90,7 +90,7 @@ std::string format_summary(const PointResult &p);
 /** A benchmark file: the provenance of each command that wrote to it, and its points. */
 struct ResultFile {
     nlohmann::json sweeps = nlohmann::json::object();  // the sweep definitions, when a sweep wrote it
-    std::vector<nlohmann::json> runs;                  // provenance records
+    std::vector<nlohmann::json> runs;  // provenance records
     std::vector<PointResult> points;
 };
 /** Reads a file written by profile or sweep; throws std::runtime_error naming the file and the problem. */

@@ -34,9 +34,10 @@ std::vector<std::string> split(const std::string &text) {
 
 // Errors after which the CUDA context of this process is unusable (every later call fails too).
 bool sticky_cuda_error(const std::string &message) {
-    for (const char *e : {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-                          "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT",
-                          "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT"})
+    for (const char *e :
+         {"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+          "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT", "CUDA_ERROR_INVALID_PC",
+          "CUDA_ERROR_LAUNCH_TIMEOUT"})
         if (message.find(e) != std::string::npos) return true;
     return false;
 }
@@ -85,11 +86,10 @@ std::vector<int64_t> parse_values(const std::string &text, const std::string &op
         long long v = 0;
         try {
             v = std::stoll(s, &used);
-        } catch (const std::exception &) {
-            used = 0;
-        }
+        } catch (const std::exception &) { used = 0; }
         if (s.empty() || used != s.size() || v <= 0)
-            throw std::invalid_argument(option + ": '" + s + "' is not a positive integer (expected e.g. 256,512,1024)");
+            throw std::invalid_argument(option + ": '" + s +
+                                        "' is not a positive integer (expected e.g. 256,512,1024)");
         out.push_back(v);
     }
     return out;
@@ -199,8 +199,10 @@ int run_sweep(const SweepArgs &a, const std::vector<std::string> &command) {
     size_t done = plan.size() - todo.size();
     for (const SweepPoint &sp : todo) {
         if (a.budget_s > 0 && measured > 0 && elapsed() + longest > a.budget_s) {
-            fmt::print("sweep: stopping at the budget of {:.0f} s with {} points left; run the same command again to "
-                       "continue\n", a.budget_s, plan.size() - done);
+            fmt::print(
+                "sweep: stopping at the budget of {:.0f} s with {} points left; run the same command again to "
+                "continue\n",
+                a.budget_s, plan.size() - done);
             break;
         }
         fmt::print("\n=== {} {},{}\n", sp.op, sp.batch, sp.seq);
@@ -232,8 +234,10 @@ int run_sweep(const SweepArgs &a, const std::vector<std::string> &command) {
                                            fmt::format("{} {},{}: {}", sp.op, sp.batch, sp.seq, format_summary(p))));
         std::fflush(stdout);
         if (p.failed && sticky_cuda_error(p.error)) {
-            fmt::print("sweep: stopping: after {} this process's CUDA context is unusable; the point is recorded as "
-                       "failed, and running the command again continues after it\n", p.error);
+            fmt::print(
+                "sweep: stopping: after {} this process's CUDA context is unusable; the point is recorded as "
+                "failed, and running the command again continues after it\n",
+                p.error);
             break;
         }
         if (a.cooldown_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.cooldown_ms));

@@ -16,11 +16,11 @@
 namespace neptune::bench {
 
 struct SweepSpec {
-    std::vector<std::string> ops;                 // empty: every attention operator
+    std::vector<std::string> ops;  // empty: every attention operator
     std::vector<std::string> sweeps = {"seq", "batch"};
-    int64_t seq_batch = 1;                        // the batch of the sequence sweep
+    int64_t seq_batch = 1;  // the batch of the sequence sweep
     std::vector<int64_t> seq_values = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
-    int64_t batch_seq = 8192;                     // the sequence of the batch sweep
+    int64_t batch_seq = 8192;  // the sequence of the batch sweep
     std::vector<int64_t> batch_values = {1, 2, 4, 8, 16, 32};
 };
 
@@ -58,9 +58,9 @@ struct SweepArgs {
     SweepSpec spec;
     PointOptions point;
     std::string json = "sweep.json";
-    std::string plots;           // folder for the plots and the Markdown table; empty: none
+    std::string plots;  // folder for the plots and the Markdown table; empty: none
     std::string python = "python3", baselines, plot_script;
-    double budget_s = 0;         // stop starting points after this many seconds (0: no limit)
+    double budget_s = 0;  // stop starting points after this many seconds (0: no limit)
     double baseline_timeout_s = 600;
     int cooldown_ms = 500;
     bool retry_failed = false, dry_run = false;

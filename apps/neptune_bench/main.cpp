@@ -52,10 +52,14 @@ int cmd_list() {
         const std::string shape = attn ? "batch,seq" : "rows,cols";
         fmt::print("{:<20} {:<7} {:<9} {:<8} {:<8} {}\n", op.name, heads,
                    op.family == Family::Attention ? mask_name(op.attention.mask) : "-",
-                   op.family == Family::Attention && op.attention.mod != ScoreMod::None ? score_mod_name(op.attention.mod) : "-", shape, op.description);
+                   op.family == Family::Attention && op.attention.mod != ScoreMod::None
+                       ? score_mod_name(op.attention.mod)
+                       : "-",
+                   shape, op.description);
     }
-    fmt::print("\nAttention uses head dim 128 and fp16 by default; decode operators have one query row at the "
-               "last position.\n");
+    fmt::print(
+        "\nAttention uses head dim 128 and fp16 by default; decode operators have one query row at the "
+        "last position.\n");
     return 0;
 }
 
@@ -90,11 +94,12 @@ int cmd_check(const CheckArgs &a) {
                    r.rows_checked, inst.rows, r.runs.size());
     else
         fmt::print("rows checked: all {}\n", inst.rows);
-    fmt::print("{:<38} {:<9} {:>11} {:>11} {:>14}  {}\n", "variant", "output", "max |err|", "rel rms",
-               "vs unfused f32", "verdict");
+    fmt::print("{:<38} {:<9} {:>11} {:>11} {:>14}  {}\n", "variant", "output", "max |err|", "rel rms", "vs unfused f32",
+               "verdict");
 
     bool ok = true;
-    nlohmann::json out = {{"op", spec.name}, {"batch", batch}, {"seq", seq}, {"rows_checked", r.rows_checked},
+    nlohmann::json out = {{"op", spec.name},   {"batch", batch},
+                          {"seq", seq},        {"rows_checked", r.rows_checked},
                           {"rows", inst.rows}, {"variants", nlohmann::json::array()}};
     nlohmann::json plain = {{"variant", "unfused"}, {"outputs", nlohmann::json::array()}};
     for (size_t o = 0; o < r.outputs.size(); o++) {
@@ -104,7 +109,8 @@ int cmd_check(const CheckArgs &a) {
         ok = ok && pass;
         print_row(fmt::format("unfused algorithm ({})", dtype_name(d.dtype)), d.name, e, nullptr, pass);
         if (!pass) fmt::print("  {}\n", e.describe(d));
-        plain["outputs"].push_back({{"name", d.name}, {"max_abs", e.max_abs}, {"rel_rms", e.rel_rms()}, {"pass", pass}});
+        plain["outputs"].push_back(
+            {{"name", d.name}, {"max_abs", e.max_abs}, {"rel_rms", e.rel_rms()}, {"pass", pass}});
     }
     out["variants"].push_back(plain);
 
@@ -119,8 +125,11 @@ int cmd_check(const CheckArgs &a) {
             ok = ok && pass;
             print_row("fused " + v.name() + " (f32)", f.vs_reference[o].output, e, &u, pass);
             if (!pass) fmt::print("  vs unfused: {}\n", u.describe(inst.outputs[o]));
-            jv["outputs"].push_back({{"name", f.vs_reference[o].output}, {"max_abs", e.max_abs},
-                                     {"rel_rms", e.rel_rms()}, {"rel_rms_vs_unfused", u.rel_rms()}, {"pass", pass}});
+            jv["outputs"].push_back({{"name", f.vs_reference[o].output},
+                                     {"max_abs", e.max_abs},
+                                     {"rel_rms", e.rel_rms()},
+                                     {"rel_rms_vs_unfused", u.rel_rms()},
+                                     {"pass", pass}});
         }
         out["variants"].push_back(jv);
     }
@@ -137,7 +146,8 @@ int cmd_check(const CheckArgs &a) {
 }
 
 struct ProfileArgs {
-    std::string op, shape = "1,8192", json, baselines, python = "python3", impls = "all", profile_dir, profiler = "auto";
+    std::string op, shape = "1,8192", json, baselines, python = "python3", impls = "all", profile_dir,
+                    profiler = "auto";
     bench::PointOptions point;
     double baseline_timeout = 600;
     bool no_baselines = false;
@@ -164,9 +174,11 @@ int profile_under_profiler(const ProfileArgs &a, const OperatorInstance &inst, c
     std::error_code ec;
     std::filesystem::create_directories(a.profile_dir, ec);
     if (ec || !std::filesystem::is_directory(a.profile_dir))
-        throw std::invalid_argument("--profile: cannot create the folder '" + a.profile_dir + "' (" + ec.message() + ")");
+        throw std::invalid_argument("--profile: cannot create the folder '" + a.profile_dir + "' (" + ec.message() +
+                                    ")");
     if (!gpu_available()) {
-        fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}); nothing to profile\n", neptune_last_error());
+        fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}); nothing to profile\n",
+                   neptune_last_error());
         return 3;
     }
     std::vector<std::string> child = without_profile_options(args);
@@ -186,8 +198,9 @@ int profile_under_profiler(const ProfileArgs &a, const OperatorInstance &inst, c
     fmt::print("\nprofiler report: {}\n", std::filesystem::absolute(report).string());
     const bench::CommandOutput csv = bench::capture_command(bench::summary_command(prof, report));
     try {
-        const std::vector<bench::KernelSummary> k =
-            prof.kind == bench::ProfilerKind::Ncu ? bench::parse_ncu_csv(csv.output) : bench::parse_nsys_csv(csv.output);
+        const std::vector<bench::KernelSummary> k = prof.kind == bench::ProfilerKind::Ncu
+                                                        ? bench::parse_ncu_csv(csv.output)
+                                                        : bench::parse_nsys_csv(csv.output);
         fmt::print("{} kernels profiled; the longest in total:\n{}", k.size(), bench::format_kernels(k, 30));
     } catch (const std::invalid_argument &e) {
         fmt::print("no kernel summary ({}; the profiler's export exited {})\n", e.what(), csv.status);
@@ -203,8 +216,10 @@ int cmd_profile(const ProfileArgs &a, const char *argv0, const std::vector<std::
     opt.impls = bench::parse_impls(a.no_baselines ? "none" : a.impls);
     if (!a.profile_dir.empty()) return profile_under_profiler(a, inst, args);
     if (!gpu_available()) {
-        fmt::print(stderr, "neptune_bench profile: no CUDA device here ({}).\nUse 'neptune_bench check {} {},{}' for "
-                           "the CPU path.\n", neptune_last_error(), spec.name, batch, seq);
+        fmt::print(stderr,
+                   "neptune_bench profile: no CUDA device here ({}).\nUse 'neptune_bench check {} {},{}' for "
+                   "the CPU path.\n",
+                   neptune_last_error(), spec.name, batch, seq);
         return 3;
     }
     bench::ResultFile file;
@@ -214,7 +229,8 @@ int cmd_profile(const ProfileArgs &a, const char *argv0, const std::vector<std::
                run["gpu"].is_null() ? "?" : run["gpu"]["name"].get<std::string>(),
                run["driver"].is_null() ? "?" : run["driver"].get<std::string>(),
                run["nvrtc"].is_null() ? "?" : run["nvrtc"].get<std::string>());
-    const std::string script = a.baselines.empty() ? bench::repo_file(argv0, "apps/neptune_bench/baselines.py") : a.baselines;
+    const std::string script =
+        a.baselines.empty() ? bench::repo_file(argv0, "apps/neptune_bench/baselines.py") : a.baselines;
     std::unique_ptr<bench::BaselineServer> server;
     if (!opt.impls.python.empty() && !script.empty())
         server = std::make_unique<bench::BaselineServer>(a.python, script, a.baseline_timeout);
@@ -247,7 +263,8 @@ int cmd_emit(const EmitArgs &a) {
         std::ofstream(a.out + "/" + spec.name + ".cu") << e.cuda;
         std::ofstream(a.out + "/" + spec.name + ".ptx") << e.ptx;
         std::ofstream(a.out + "/" + spec.name + ".ptxas.txt") << e.ptxas_log;
-        std::ofstream(a.out + "/" + spec.name + ".cubin", std::ios::binary).write(e.cubin.data(), std::streamsize(e.cubin.size()));
+        std::ofstream(a.out + "/" + spec.name + ".cubin", std::ios::binary)
+            .write(e.cubin.data(), std::streamsize(e.cubin.size()));
         fmt::print("wrote {0}/{1}.tir, .cu, .ptx, .ptxas.txt and .cubin\n", a.out, spec.name);
     } else {
         fmt::print("{}\n{}\n", e.tile_program, e.cuda);
@@ -264,9 +281,10 @@ int cmd_emit(const EmitArgs &a) {
 void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_default,
                         const std::string &min_blocks_default) {
     sub->add_option("--warps", o.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
-    sub->add_option("--block-n", o.block_n,
-                    "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
-                    "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
+    sub->add_option(
+           "--block-n", o.block_n,
+           "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
+           "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
         ->capture_default_str();
     sub->add_option("--chunks", o.chunks, "split-K chunks for decode; 0 = " + chunks_default)->capture_default_str();
     sub->add_option("--min-blocks", o.min_blocks,
@@ -332,7 +350,8 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"neptune_bench: Neptune's operator suite (list, check and emit on the CPU; profile and sweep on the GPU)"};
+    CLI::App app{
+        "neptune_bench: Neptune's operator suite (list, check and emit on the CPU; profile and sweep on the GPU)"};
     app.require_subcommand(1);
     app.fallthrough();
 
@@ -340,15 +359,18 @@ int main(int argc, char **argv) {
 
     CheckArgs ca;
     CLI::App *check = app.add_subcommand(
-        "check", "On the CPU: the Halide algorithm, and its fused CPU forms (rolling and split-K), against the fp64 "
-                 "reference and each other; prints max and RMS errors, exits 1 if out of tolerance");
+        "check",
+        "On the CPU: the Halide algorithm, and its fused CPU forms (rolling and split-K), against the fp64 "
+        "reference and each other; prints max and RMS errors, exits 1 if out of tolerance");
     check->add_option("OP", ca.op, "operator name (see list)")->required();
     check->add_option("SHAPE", ca.shape, "B,S: batch,seq for attention; rows,cols for row-wise operators")
         ->capture_default_str();
     check->add_option("--seed", ca.seed, "random seed of the inputs")->capture_default_str();
     check->add_flag("--rising", ca.rising, "inputs whose row maximum rises along the keys (exercises rescaling)");
     check->add_flag("--plan", ca.plan, "print the fused plan: maps, derived repairs and their proofs");
-    check->add_option("--tile", ca.tile, "tile of the fused variants")->capture_default_str()->check(CLI::PositiveNumber);
+    check->add_option("--tile", ca.tile, "tile of the fused variants")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     check->add_option("--chunks", ca.chunks, "chunks of the split-K variant")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -359,9 +381,10 @@ int main(int argc, char **argv) {
 
     ProfileArgs pa;
     CLI::App *profile = app.add_subcommand(
-        "profile", "On the GPU: Neptune's kernels checked against the fp64 reference, then timed (CUDA events, L2 "
-                   "flushed, median) beside the baselines on the same inputs (unfused cuBLAS here, PyTorch's SDPA "
-                   "backends and FlexAttention through baselines.py), every output checked; a table with ratios");
+        "profile",
+        "On the GPU: Neptune's kernels checked against the fp64 reference, then timed (CUDA events, L2 "
+        "flushed, median) beside the baselines on the same inputs (unfused cuBLAS here, PyTorch's SDPA "
+        "backends and FlexAttention through baselines.py), every output checked; a table with ratios");
     profile->add_option("OP", pa.op, "operator name (see list)")->required();
     profile->add_option("SHAPE", pa.shape, "B,S: batch,seq")->capture_default_str();
     profile->add_option("--repeat", pa.point.repeat, "timed repeats per implementation")
@@ -374,9 +397,10 @@ int main(int argc, char **argv) {
     add_kernel_options(profile, pa.point.gpu, "from the SM count", "3 for prefill, any for decode");
     profile->add_option("--arch", pa.point.gpu.arch, "sm_80 (mma.sync) or sm_90a (wgmma + TMA); default: the device's");
     profile->add_option("--json", pa.json, "also write the results (and their provenance) to this JSON file");
-    profile->add_option("--impl", pa.impls,
-                        "baselines: all, none, or a comma list of cublas_unfused, halide_unfused, sdpa_flash, "
-                        "sdpa_cudnn, sdpa_efficient, flex")
+    profile
+        ->add_option("--impl", pa.impls,
+                     "baselines: all, none, or a comma list of cublas_unfused, halide_unfused, sdpa_flash, "
+                     "sdpa_cudnn, sdpa_efficient, flex")
         ->capture_default_str();
     profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only (same as --impl none)");
     profile->add_option("--baselines", pa.baselines, "the PyTorch driver (default: apps/neptune_bench/baselines.py)");
@@ -384,7 +408,8 @@ int main(int argc, char **argv) {
     profile->add_option("--baseline-timeout", pa.baseline_timeout, "seconds the PyTorch driver may take")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    profile->add_option("--workdir", pa.point.workdir, "folder for the inputs handed to baselines.py (default $TMPDIR or /tmp)");
+    profile->add_option("--workdir", pa.point.workdir,
+                        "folder for the inputs handed to baselines.py (default $TMPDIR or /tmp)");
     profile->add_option("--profile", pa.profile_dir,
                         "run all of it under NVIDIA's profiler (nsys if on the PATH, else ncu) and write the report "
                         "into this folder; prints a per-kernel summary");
@@ -395,9 +420,10 @@ int main(int argc, char **argv) {
     std::string sweep_ops = "all", sweep_names = "seq,batch", seq_values = "256,512,1024,2048,4096,8192,16384,32768",
                 batch_values = "1,2,4,8,16,32", sweep_impls = "all";
     CLI::App *sweep = app.add_subcommand(
-        "sweep", "On the GPU: the evaluation's sweeps (sequence 256..32768 at batch 1, batch 1..32 at sequence 8192) "
-                 "for the attention operators, each point as profile measures it, into one JSON file that a rerun "
-                 "resumes; progress per point; plots (PNG, SVG) and a Markdown table with --plots");
+        "sweep",
+        "On the GPU: the evaluation's sweeps (sequence 256..32768 at batch 1, batch 1..32 at sequence 8192) "
+        "for the attention operators, each point as profile measures it, into one JSON file that a rerun "
+        "resumes; progress per point; plots (PNG, SVG) and a Markdown table with --plots");
     sweep->add_option("--ops", sweep_ops, "all, or a comma list of attention operators")->capture_default_str();
     sweep->add_option("--sweeps", sweep_names, "seq, batch or both")->capture_default_str();
     sweep->add_option("--seq-values", seq_values, "sequence lengths of the sequence sweep")->capture_default_str();
@@ -419,15 +445,19 @@ int main(int argc, char **argv) {
     sweep->add_option("--impl", sweep_impls, "baselines, as for profile")->capture_default_str();
     sweep->add_option("--json", sa.json, "the result file: created, or resumed when it exists")->capture_default_str();
     sweep->add_option("--plots", sa.plots, "write the plots and the Markdown table into this folder at the end");
-    sweep->add_option("--budget", sa.budget_s,
-                      "seconds: start no point once the longest point so far would overrun this (0: no limit)")
+    sweep
+        ->add_option("--budget", sa.budget_s,
+                     "seconds: start no point once the longest point so far would overrun this (0: no limit)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
-    sweep->add_option("--cooldown-ms", sa.cooldown_ms, "pause between points")->capture_default_str()->check(CLI::NonNegativeNumber);
+    sweep->add_option("--cooldown-ms", sa.cooldown_ms, "pause between points")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sweep->add_flag("--retry-failed", sa.retry_failed, "measure again the points recorded as failed");
     sweep->add_flag("--dry-run", sa.dry_run, "list the points still to measure and stop (no GPU needed)");
     sweep->add_option("--baselines", sa.baselines, "the PyTorch driver (default: apps/neptune_bench/baselines.py)");
-    sweep->add_option("--python", sa.python, "the Python that has torch (and matplotlib for --plots)")->capture_default_str();
+    sweep->add_option("--python", sa.python, "the Python that has torch (and matplotlib for --plots)")
+        ->capture_default_str();
     sweep->add_option("--baseline-timeout", sa.baseline_timeout_s, "seconds the PyTorch driver may take per point")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -436,8 +466,9 @@ int main(int argc, char **argv) {
 
     EmitArgs ea;
     CLI::App *emit = app.add_subcommand(
-        "emit", "Without a GPU: lower an operator and print or write its tile program, CUDA source, PTX (NVRTC) "
-                "and ptxas resource report (nvcc)");
+        "emit",
+        "Without a GPU: lower an operator and print or write its tile program, CUDA source, PTX (NVRTC) "
+        "and ptxas resource report (nvcc)");
     emit->add_option("OP", ea.op, "operator name (see list)")->required();
     emit->add_option("SHAPE", ea.shape, "B,S: batch,seq")->capture_default_str();
     emit->add_option("--arch", ea.arch, "sm_80, sm_90 or sm_90a")->capture_default_str();
@@ -461,9 +492,7 @@ int main(int argc, char **argv) {
             sa.plot_script = bench::repo_file(argv[0], "scripts/plot_sweep.py");
             return bench::run_sweep(sa, args);
         }
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e);
-    } catch (const std::invalid_argument &e) {
+    } catch (const CLI::ParseError &e) { return app.exit(e); } catch (const std::invalid_argument &e) {
         fmt::print(stderr, "neptune_bench: {}\n", e.what());
         return 2;
     } catch (const std::exception &e) {

@@ -14,12 +14,15 @@ using namespace neptune;
 using namespace neptune::apps;
 
 int main(int argc, char **argv) {
-    CLI::App app{"Softmax (y = exp(x - max) / sum, f16) or log-sum-exp (f32 per row) over the last axis of x [rows, cols] "
-                 "through Neptune's AOT libraries. Checks against the fp64 reference, then times the library.",
-                 "softmax"};
+    CLI::App app{
+        "Softmax (y = exp(x - max) / sum, f16) or log-sum-exp (f32 per row) over the last axis of x [rows, cols] "
+        "through Neptune's AOT libraries. Checks against the fp64 reference, then times the library.",
+        "softmax"};
     std::string op_name = "softmax", shape;
     CommonOptions common;
-    app.add_option("--op", op_name, "softmax or logsumexp")->check(CLI::IsMember({"softmax", "logsumexp"}))->capture_default_str();
+    app.add_option("--op", op_name, "softmax or logsumexp")
+        ->check(CLI::IsMember({"softmax", "logsumexp"}))
+        ->capture_default_str();
     app.add_option("--shape", shape, "ROWS,COLS; default 4096,4096 on the GPU, 1024,1024 on the host")
         ->check(CLI::Validator(check_shape, "ROWS,COLS"));
     add_common_options(app, common);

@@ -40,7 +40,7 @@ struct FusedVariant {
 struct FusedCheckResult {
     std::vector<RowRun> runs;
     int64_t rows_checked = 0;
-    std::string plan;                     // the derived plans, as FusedReduction::describe() prints them
+    std::string plan;  // the derived plans, as FusedReduction::describe() prints them
     std::vector<OutputCheck> vs_reference;  // fused, f32 outputs, against fp64
     std::vector<OutputCheck> unfused_vs_reference;  // unfused, f32 outputs, against fp64
     std::vector<OutputCheck> vs_unfused;  // fused against the unfused algorithm, both in f32

@@ -71,17 +71,17 @@ struct ExternOptions {
 
 /** What Neptune compiled for one extern stage: for dumps, tests and the generator's side outputs. */
 struct ExternStageInfo {
-    std::string name;             // the group's output Func
+    std::string name;  // the group's output Func
     std::string extern_function;  // neptune_halide_extern_<N>
     struct KernelSet {
-        std::string arch;          // the lowering's GPU family: sm_80, sm_90a
-        std::string codes;         // what the image holds: "sm_80,compute_90"
+        std::string arch;  // the lowering's GPU family: sm_80, sm_90a
+        std::string codes;  // what the image holds: "sm_80,compute_90"
         int tile_keys = 0, stages = 0;  // split-K: the tuning of this set (keys per tile, stages); else 0
-        bool cluster = false;           // split-K: its groups merge in thread block clusters (sm_90a)
+        bool cluster = false;  // split-K: its groups merge in thread block clusters (sm_90a)
         std::string tile_program;  // tir::to_string
-        std::string cuda;          // the emitted CUDA C++
-        std::string image;         // the fatbin, cubin or PTX the stage loads
-        std::string compile_log;   // nvcc's (with ptxas -v) or NVRTC's messages
+        std::string cuda;  // the emitted CUDA C++
+        std::string image;  // the fatbin, cubin or PTX the stage loads
+        std::string compile_log;  // nvcc's (with ptxas -v) or NVRTC's messages
     };
     std::vector<KernelSet> sets;
     std::string descriptor;  // the JSON the stage carries (interop/Descriptor.h)

@@ -49,7 +49,9 @@ ErrorStats compare(const std::vector<double> &actual, const std::vector<double> 
  * accumulation: its relative RMS error and its largest scaled error (ErrorStats::max_scaled). */
 struct Tolerance {
     double rel_rms, max_scaled;
-    bool accepts(const ErrorStats &e) const { return e.nonfinite == 0 && e.rel_rms() <= rel_rms && e.max_scaled <= max_scaled; }
+    bool accepts(const ErrorStats &e) const {
+        return e.nonfinite == 0 && e.rel_rms() <= rel_rms && e.max_scaled <= max_scaled;
+    }
 };
 Tolerance tolerance_for(DType t);
 

@@ -37,13 +37,13 @@ extern "C" {
 
 typedef enum neptune_ops_status {
     NEPTUNE_OPS_OK = 0,
-    NEPTUNE_OPS_ERROR_ARGUMENT = 1,    /* a null pointer, a wrong tensor count, an unknown operator or index */
-    NEPTUNE_OPS_ERROR_SHAPE = 2,       /* a tensor's rank or extents do not fit the operator or each other */
-    NEPTUNE_OPS_ERROR_DTYPE = 3,       /* a tensor's element type is not the variant's */
+    NEPTUNE_OPS_ERROR_ARGUMENT = 1, /* a null pointer, a wrong tensor count, an unknown operator or index */
+    NEPTUNE_OPS_ERROR_SHAPE = 2, /* a tensor's rank or extents do not fit the operator or each other */
+    NEPTUNE_OPS_ERROR_DTYPE = 3, /* a tensor's element type is not the variant's */
     NEPTUNE_OPS_ERROR_UNSUPPORTED = 4, /* no compiled variant fits: device, head dim, head grouping, size */
-    NEPTUNE_OPS_ERROR_DEVICE = 5,      /* no CUDA driver or device, or a pointer that is not device memory */
-    NEPTUNE_OPS_ERROR_LIBRARY = 6,     /* the AOT library refused or failed (its Halide error is in the message) */
-    NEPTUNE_OPS_ERROR_INTERNAL = 7     /* a bug in Neptune */
+    NEPTUNE_OPS_ERROR_DEVICE = 5, /* no CUDA driver or device, or a pointer that is not device memory */
+    NEPTUNE_OPS_ERROR_LIBRARY = 6, /* the AOT library refused or failed (its Halide error is in the message) */
+    NEPTUNE_OPS_ERROR_INTERNAL = 7 /* a bug in Neptune */
 } neptune_ops_status;
 
 typedef enum neptune_ops_dtype {
@@ -55,15 +55,15 @@ typedef enum neptune_ops_dtype {
 
 typedef enum neptune_ops_device {
     NEPTUNE_OPS_CUDA = 0, /* device memory; the GPU variants */
-    NEPTUNE_OPS_HOST = 1  /* host memory; the host variants (the fused CPU form, multi-threaded) */
+    NEPTUNE_OPS_HOST = 1 /* host memory; the host variants (the fused CPU form, multi-threaded) */
 } neptune_ops_device;
 
 /** A dense row-major tensor: `ndim` extents, outermost first. */
 typedef struct neptune_ops_tensor {
     void *data;
-    int32_t dtype;  /* neptune_ops_dtype */
+    int32_t dtype; /* neptune_ops_dtype */
     int32_t device; /* neptune_ops_device */
-    int32_t ndim;   /* 1 .. NEPTUNE_OPS_MAX_DIMS */
+    int32_t ndim; /* 1 .. NEPTUNE_OPS_MAX_DIMS */
     int32_t reserved; /* 0 */
     int64_t shape[4];
 } neptune_ops_tensor;
@@ -80,26 +80,26 @@ NEPTUNE_OPS_API const char *neptune_ops_version(void);
 /** One compiled variant: an AOT library of generators/ and the operator of the suite it computes.
  * Strings are static. Head dims and grouping are what the variant was compiled for. */
 typedef struct neptune_ops_variant {
-    const char *name;      /* the AOT library, e.g. "prefill_causal", "softmax_host" */
-    const char *op;        /* the suite's operator, e.g. "prefill_gqa" (neptune_bench list) */
-    const char *family;    /* "attention", "softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm", "performer" */
-    const char *kernels;   /* what runs: "neptune" (Neptune's kernels: an sm_80 fatbin with compute_90 PTX and an
+    const char *name; /* the AOT library, e.g. "prefill_causal", "softmax_host" */
+    const char *op; /* the suite's operator, e.g. "prefill_gqa" (neptune_bench list) */
+    const char *family; /* "attention", "softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm", "performer" */
+    const char *kernels; /* what runs: "neptune" (Neptune's kernels: an sm_80 fatbin with compute_90 PTX and an
                               sm_90a cubin, chosen by the device), "halide_cuda" (the fused form on Halide's CUDA
                               backend), "host" (the fused form on the CPU) */
-    const char *inputs;    /* the input tensors in call order, comma-separated: "q,k,v", "q,k,v,slopes", "x" */
-    const char *outputs;   /* the output tensors: "out", "y", "lse", "loss" */
+    const char *inputs; /* the input tensors in call order, comma-separated: "q,k,v", "q,k,v,slopes", "x" */
+    const char *outputs; /* the output tensors: "out", "y", "lse", "loss" */
     const char *signature; /* shapes and types, e.g. "q[B,Hq,Sq,128] f16, k[B,Hkv,Skv,128] f16, ... -> out[...] f16" */
-    int32_t device;        /* neptune_ops_device of every tensor */
-    int32_t dtype;         /* neptune_ops_dtype of q/k/v or x (and of the output, except f32 statistics) */
+    int32_t device; /* neptune_ops_device of every tensor */
+    int32_t dtype; /* neptune_ops_dtype of q/k/v or x (and of the output, except f32 statistics) */
     int32_t head_dim_qk, head_dim_v; /* attention: compiled; 0 otherwise (Performer's are run-time) */
-    int32_t group;         /* query heads per KV head compiled for; 0: any (prefill, and non-attention) */
-    int32_t decode;        /* 1: one query row per (batch, head), Sq = 1 (split-K over the keys) */
-    const char *mask;      /* "none", "causal", "window"; "" for non-attention */
-    int32_t window;        /* keys a query sees with mask "window", itself included */
+    int32_t group; /* query heads per KV head compiled for; 0: any (prefill, and non-attention) */
+    int32_t decode; /* 1: one query row per (batch, head), Sq = 1 (split-K over the keys) */
+    const char *mask; /* "none", "causal", "window"; "" for non-attention */
+    int32_t window; /* keys a query sees with mask "window", itself included */
     const char *score_mod; /* "none", "alibi", "softcap"; "" for non-attention */
-    double softcap;        /* the cap of score_mod "softcap" */
-    double scale;          /* the score scale (1/sqrt(head_dim_qk)); 0 for non-attention */
-    double eps;            /* LayerNorm and RMSNorm; 0 otherwise */
+    double softcap; /* the cap of score_mod "softcap" */
+    double scale; /* the score scale (1/sqrt(head_dim_qk)); 0 for non-attention */
+    double eps; /* LayerNorm and RMSNorm; 0 otherwise */
 } neptune_ops_variant;
 
 /** The number of compiled variants (never fails), and variant `index` (0 <= index < count). */
@@ -114,25 +114,25 @@ NEPTUNE_OPS_API int neptune_ops_select(const char *op, const neptune_ops_tensor 
 /** Fills outputs[i].dtype, .device, .ndim and .shape (not .data) for variant `index` on `inputs`,
  * after checking them as a call would: what to allocate before neptune_ops_run. */
 NEPTUNE_OPS_API int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int num_inputs,
-                                             neptune_ops_tensor *outputs, int num_outputs);
+                                              neptune_ops_tensor *outputs, int num_outputs);
 
 /** Runs variant `index` on `inputs` into `outputs` (all allocated, in the variant's order), on
  * `stream` for GPU variants (ignored on the host, where the call returns when done). */
 NEPTUNE_OPS_API int neptune_ops_run(int index, const neptune_ops_tensor *inputs, int num_inputs,
-                                   const neptune_ops_tensor *outputs, int num_outputs, void *stream);
+                                    const neptune_ops_tensor *outputs, int num_outputs, void *stream);
 
 /** neptune_ops_select, then neptune_ops_run: the variant of `op` that fits the inputs. */
 NEPTUNE_OPS_API int neptune_ops_call(const char *op, const neptune_ops_tensor *inputs, int num_inputs,
-                                    const neptune_ops_tensor *outputs, int num_outputs, void *stream);
+                                     const neptune_ops_tensor *outputs, int num_outputs, void *stream);
 
 /* ---- One entry per operator of the suite (neptune_ops_call with its name and tensors). ---------- */
 
-#define NEPTUNE_OPS_ATTENTION(op)                                                                         \
-    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k,        \
+#define NEPTUNE_OPS_ATTENTION(op)                                                                  \
+    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, \
                                          const neptune_ops_tensor *v, const neptune_ops_tensor *out, void *stream)
-#define NEPTUNE_OPS_ATTENTION_ALIBI(op)                                                                   \
-    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k,        \
-                                         const neptune_ops_tensor *v, const neptune_ops_tensor *slopes,    \
+#define NEPTUNE_OPS_ATTENTION_ALIBI(op)                                                                 \
+    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k,      \
+                                         const neptune_ops_tensor *v, const neptune_ops_tensor *slopes, \
                                          const neptune_ops_tensor *out, void *stream)
 NEPTUNE_OPS_ATTENTION(prefill_global);
 NEPTUNE_OPS_ATTENTION(prefill_causal);

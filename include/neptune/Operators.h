@@ -16,7 +16,17 @@ enum class DType { F16, BF16, F32, I32 };
 const char *dtype_name(DType t);
 int dtype_bytes(DType t);
 
-enum class Family { Attention, Softmax, LogSumExp, CrossEntropy, LayerNorm, LayerNormMatmul, RmsNorm, RmsNormMatmul, Performer };
+enum class Family {
+    Attention,
+    Softmax,
+    LogSumExp,
+    CrossEntropy,
+    LayerNorm,
+    LayerNormMatmul,
+    RmsNorm,
+    RmsNormMatmul,
+    Performer
+};
 enum class Mask { None, Causal, Window };
 enum class ScoreMod { None, Alibi, Softcap };
 /** "none", "causal", "window" and "none", "alibi", "softcap": the names the generators' parameters,
@@ -36,10 +46,10 @@ struct AttentionSpec {
     int window = 4096;
     ScoreMod mod = ScoreMod::None;
     double softcap = 50.0;
-    bool decode = false;            // seq_q = 1, at the last position
-    int64_t seq_q = 0;              // query rows when not decode; 0 = as many as keys. With more rows
-                                    // than keys the first rows sit before position 0: fully masked when causal
-    std::optional<double> scale;    // default 1 / sqrt(head_dim_qk)
+    bool decode = false;  // seq_q = 1, at the last position
+    int64_t seq_q = 0;  // query rows when not decode; 0 = as many as keys. With more rows
+        // than keys the first rows sit before position 0: fully masked when causal
+    std::optional<double> scale;  // default 1 / sqrt(head_dim_qk)
     double score_scale() const;
 };
 
@@ -51,12 +61,12 @@ struct OperatorSpec {
     Family family;
     std::string description;
     DType dtype = DType::F16;
-    AttentionSpec attention;   // Attention and Performer (heads, head dims)
-    int features = 256;        // Performer
-    int matmul_n = 1024;       // LayerNormMatmul, RmsNormMatmul: output columns
-    double eps = 1e-5;         // LayerNorm, RmsNorm
+    AttentionSpec attention;  // Attention and Performer (heads, head dims)
+    int features = 256;  // Performer
+    int matmul_n = 1024;  // LayerNormMatmul, RmsNormMatmul: output columns
+    double eps = 1e-5;  // LayerNorm, RmsNorm
     bool with_row_stats = false;  // attention also returns lse, entropy and the largest probability
-    bool f32_outputs = false;     // outputs in f32, not the input type (to compare fused and unfused in f32)
+    bool f32_outputs = false;  // outputs in f32, not the input type (to compare fused and unfused in f32)
 };
 
 /** All operators, in the order `neptune_bench list` prints them. */
@@ -76,11 +86,11 @@ struct TensorDesc {
  * the operator's "rows": each row is computed independently. */
 struct OperatorInstance {
     OperatorSpec spec;
-    int64_t batch = 1, seq = 1;   // as given on the command line
+    int64_t batch = 1, seq = 1;  // as given on the command line
     std::vector<TensorDesc> inputs, outputs;
-    int64_t rows = 0;             // independent output rows
-    int64_t row_block = 1;        // rows that share one (batch, head): a contiguous run never crosses it
-    int row_dims = 1;             // leading dims of every output that index rows (3 for attention: B, H, S)
+    int64_t rows = 0;  // independent output rows
+    int64_t row_block = 1;  // rows that share one (batch, head): a contiguous run never crosses it
+    int row_dims = 1;  // leading dims of every output that index rows (3 for attention: B, H, S)
     const TensorDesc &input(const std::string &name) const;
     const TensorDesc &output(const std::string &name) const;
 };

@@ -20,17 +20,18 @@
 
 namespace nd = neptune::device;
 
-#define ST_MAXS 8     // steal slots per group
+#define ST_MAXS 8  // steal slots per group
 #define ST_MAXG 1024  // groups (batch x KV heads) stealing supports; more: no stealing
 // Switches for measuring: ST_NOCLAIM (own tiles dealt round-robin, no atomics, no stealing),
 // ST_STATS (steal counts per launch), ST_PROBE (per-block %globaltimer stamps of the 7th launch,
 // printed as probe_timeline.py's PROBE lines: start, own stream end twice, exit).
 #ifndef ST_MIN
-#define ST_MIN 3      // unclaimed tiles a victim must have left to be worth a segment
+#define ST_MIN 3  // unclaimed tiles a victim must have left to be worth a segment
 #endif
 
-__device__ unsigned st_word[ST_MAXG * 32];  // [32 g]: tiles claimed, [32 g + 1]: steal slots taken (a 128-byte line each)
-__device__ unsigned st_arrive[ST_MAXG * 32];         // [32 g]: arrivals; [32 g + 4 + s]: tiles in slot s
+__device__ unsigned
+    st_word[ST_MAXG * 32];  // [32 g]: tiles claimed, [32 g + 1]: steal slots taken (a 128-byte line each)
+__device__ unsigned st_arrive[ST_MAXG * 32];  // [32 g]: arrivals; [32 g + 4 + s]: tiles in slot s
 __device__ unsigned st_exit;
 #ifdef ST_PROBE
 __device__ unsigned long long st_stamp[4096 * 4];
@@ -48,8 +49,16 @@ __device__ float st_m[ST_MAXG * ST_MAXS * 16];
 __device__ float st_l[ST_MAXG * ST_MAXS * 16];
 __device__ float st_acc[ST_MAXG * ST_MAXS * 16 * 128];
 
-extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *__restrict__ q, const nd::f16 *__restrict__ k, const nd::f16 *__restrict__ v, float *__restrict__ ws_row_max, float *__restrict__ ws_acc, float *__restrict__ ws_row_sum, nd::f16 *__restrict__ out, float *__restrict__ ws_arrivals, const __grid_constant__ nd::tensor_map k_map, const __grid_constant__ nd::tensor_map v_map, int batch, int q_heads, int kv_heads, int seq_q, int seq_kv, int chunks, int interleave) {
-    (void)ws_arrivals; (void)interleave; (void)k; (void)v;
+extern "C" __global__ void __launch_bounds__(32)
+    neptune_split_k(const nd::f16 *__restrict__ q, const nd::f16 *__restrict__ k, const nd::f16 *__restrict__ v,
+                    float *__restrict__ ws_row_max, float *__restrict__ ws_acc, float *__restrict__ ws_row_sum,
+                    nd::f16 *__restrict__ out, float *__restrict__ ws_arrivals,
+                    const __grid_constant__ nd::tensor_map k_map, const __grid_constant__ nd::tensor_map v_map,
+                    int batch, int q_heads, int kv_heads, int seq_q, int seq_kv, int chunks, int interleave) {
+    (void)ws_arrivals;
+    (void)interleave;
+    (void)k;
+    (void)v;
     constexpr int THREADS = 32;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char *const smem = smem_raw + ((1024u - (nd::smem_address(smem_raw) & 1023u)) & 1023u);
@@ -61,9 +70,15 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
     const int j_end = min((nd::div_euclid(min((seq_kv - seq_q), (seq_kv + -1)), 32) + 1), n_tiles);
     const int n_rows = batch * q_heads;
     const bool stealing = G <= ST_MAXG;
-    const auto k_s_buf = [&](int stage) { return nd::swizzled_tile<nd::f16, 32, 128>{reinterpret_cast<nd::f16 *>(smem + 0 + stage * 8192)}; };
-    const auto q_s_buf = [&](int stage) { return nd::swizzled_tile<nd::f16, 16, 128>{reinterpret_cast<nd::f16 *>(smem + 8192 + stage * 4096)}; };
-    const auto v_s_buf = [&](int stage) { return nd::swizzled_tile<nd::f16, 32, 128>{reinterpret_cast<nd::f16 *>(smem + 16384 + stage * 8192)}; };
+    const auto k_s_buf = [&](int stage) {
+        return nd::swizzled_tile<nd::f16, 32, 128>{reinterpret_cast<nd::f16 *>(smem + 0 + stage * 8192)};
+    };
+    const auto q_s_buf = [&](int stage) {
+        return nd::swizzled_tile<nd::f16, 16, 128>{reinterpret_cast<nd::f16 *>(smem + 8192 + stage * 4096)};
+    };
+    const auto v_s_buf = [&](int stage) {
+        return nd::swizzled_tile<nd::f16, 32, 128>{reinterpret_cast<nd::f16 *>(smem + 16384 + stage * 8192)};
+    };
     unsigned long long *const k_s_full = reinterpret_cast<unsigned long long *>(smem + 32768);
     unsigned long long *const v_s_full = reinterpret_cast<unsigned long long *>(smem + 32784);
     __shared__ int slot_tile[2];
@@ -95,8 +110,8 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
     unsigned phase_bits = 0;  // bit st: the parity the next wait on stage st expects
 
     int vg = blockIdx.z * kv_heads + blockIdx.y;  // the segment's group: own first, then victims
-    int slot = blockIdx.x;                         // own: the chunk; stolen: the steal slot
-    int first = blockIdx.x;                        // the segment's first tile (fixed or taken with the slot)
+    int slot = blockIdx.x;  // own: the chunk; stolen: the steal slot
+    int first = blockIdx.x;  // the segment's first tile (fixed or taken with the slot)
     bool own = true;
     while (vg >= 0) {
         const int b = vg / kv_heads, hkv = vg % kv_heads, h0 = hkv * group, r0 = b * q_heads + h0;
@@ -164,7 +179,9 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const int col = nd::frag_col(nt, e);
-                        s.v[0][nt][e] = ((cur * 32 + col) <= (seq_kv - seq_q) && (cur * 32 + col) < seq_kv) ? s.v[0][nt][e] : nd::neg_inf();
+                        s.v[0][nt][e] = ((cur * 32 + col) <= (seq_kv - seq_q) && (cur * 32 + col) < seq_kv)
+                                            ? s.v[0][nt][e]
+                                            : nd::neg_inf();
                     }
             }
 #pragma unroll
@@ -179,10 +196,15 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) s.v[0][nt][e] = nd::fast_exp2(((s.v[0][nt][e] * 0.127517432f) - s_r0.v[0][e >> 1]));
+                for (int e = 0; e < 4; ++e)
+                    s.v[0][nt][e] = nd::fast_exp2(((s.v[0][nt][e] * 0.127517432f) - s_r0.v[0][e >> 1]));
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh)
-                acc_scale.v[0][hh] = fminf(nd::fast_exp2(((((row_max.v[0][hh] == nd::neg_inf()) ? 0.0f : row_max.v[0][hh]) - ((row_max_new.v[0][hh] == nd::neg_inf()) ? 0.0f : row_max_new.v[0][hh]))) * 1.44269504f), 3.39999995e+38f);
+                acc_scale.v[0][hh] =
+                    fminf(nd::fast_exp2(((((row_max.v[0][hh] == nd::neg_inf()) ? 0.0f : row_max.v[0][hh]) -
+                                          ((row_max_new.v[0][hh] == nd::neg_inf()) ? 0.0f : row_max_new.v[0][hh]))) *
+                                        1.44269504f),
+                          3.39999995e+38f);
 #pragma unroll
             for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
@@ -198,7 +220,8 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
             nd::mma_ab(acc, s_a, v_s_buf(st), 0, 0);
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh)
-                row_sum_new.v[0][hh] = ((row_sum.v[0][hh] == 0.0f) ? row_sum.v[0][hh] : (row_sum.v[0][hh] * acc_scale.v[0][hh]));
+                row_sum_new.v[0][hh] =
+                    ((row_sum.v[0][hh] == 0.0f) ? row_sum.v[0][hh] : (row_sum.v[0][hh] * acc_scale.v[0][hh]));
             nd::row_sum(row_sum_new, s);
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
@@ -212,7 +235,10 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
         if (threadIdx.x == 0 && own && blk < 4096) st_stamp[4 * blk + 1] = st_now();
 #endif
 #ifdef ST_STATS
-        if (threadIdx.x == 0 && !own && n_done > 0) { atomicAdd(&st_segments, 1u); atomicAdd(&st_tiles_stolen, unsigned(n_done)); }
+        if (threadIdx.x == 0 && !own && n_done > 0) {
+            atomicAdd(&st_segments, 1u);
+            atomicAdd(&st_tiles_stolen, unsigned(n_done));
+        }
 #endif
         // The segment's partial, then its arrival.
         const bool write = own || n_done > 0;
@@ -233,7 +259,10 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
             if (threadIdx.x == 0) {
                 const unsigned add = (own ? 65536u : 0u) + unsigned(n_done);
                 unsigned before;
-                asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(before) : "l"(arrive), "r"(add) : "memory");
+                asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n"
+                             : "=r"(before)
+                             : "l"(arrive), "r"(add)
+                             : "memory");
                 sh_last = before + add == 65536u * unsigned(chunks) + unsigned(j_end);
                 if (sh_last) asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(arrive) : "memory");
             }
@@ -253,8 +282,10 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
                         if (lp == 0.0f) return;
                         const float mn = fmaxf(m, mp);
                         const float sa = m == nd::neg_inf() ? 0.0f : __expf(m - mn), sp = __expf(mp - mn);
-                        a.x = a.x * sa + ap.x * sp; a.y = a.y * sa + ap.y * sp;
-                        a.z = a.z * sa + ap.z * sp; a.w = a.w * sa + ap.w * sp;
+                        a.x = a.x * sa + ap.x * sp;
+                        a.y = a.y * sa + ap.y * sp;
+                        a.z = a.z * sa + ap.z * sp;
+                        a.w = a.w * sa + ap.w * sp;
                         l = l * sa + lp * sp;
                         m = mn;
                     };
@@ -268,7 +299,8 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
                             const bool ok = p0 + i < chunks;
                             mp[i] = ok ? ws_row_max[j] : nd::neg_inf();
                             lp[i] = ok ? ws_row_sum[j] : 0.0f;
-                            ap[i] = ok ? *reinterpret_cast<const float4 *>(ws_acc + j * 128 + 4 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+                            ap[i] = ok ? *reinterpret_cast<const float4 *>(ws_acc + j * 128 + 4 * lane)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
                         }
 #pragma unroll
                         for (int i = 0; i < 4; ++i) merge(mp[i], lp[i], ap[i]);
@@ -283,15 +315,18 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
                             bits &= bits - 1;
                             mp[i] = ok ? st_m[j] : nd::neg_inf();
                             lp[i] = ok ? st_l[j] : 0.0f;
-                            ap[i] = ok ? *reinterpret_cast<const float4 *>(st_acc + j * 128 + 4 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+                            ap[i] = ok ? *reinterpret_cast<const float4 *>(st_acc + j * 128 + 4 * lane)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
                         }
 #pragma unroll
                         for (int i = 0; i < 4; ++i) merge(mp[i], lp[i], ap[i]);
                     }
                     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
                     nd::f16 *o = out + (long long)(r0 + row) * 128 + 4 * lane;
-                    o[0] = nd::from_float<nd::f16>(a.x * inv); o[1] = nd::from_float<nd::f16>(a.y * inv);
-                    o[2] = nd::from_float<nd::f16>(a.z * inv); o[3] = nd::from_float<nd::f16>(a.w * inv);
+                    o[0] = nd::from_float<nd::f16>(a.x * inv);
+                    o[1] = nd::from_float<nd::f16>(a.y * inv);
+                    o[2] = nd::from_float<nd::f16>(a.z * inv);
+                    o[3] = nd::from_float<nd::f16>(a.w * inv);
                 }
             }
         }
@@ -360,7 +395,8 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
 #ifdef ST_STATS
     if (last_block && lane == 0) {
         printf("steal: %u segments, %u tiles stolen\n", st_segments, st_tiles_stolen);
-        st_segments = 0; st_tiles_stolen = 0;
+        st_segments = 0;
+        st_tiles_stolen = 0;
     }
 #endif
 #ifdef ST_PROBE
@@ -368,7 +404,8 @@ extern "C" __global__ void __launch_bounds__(32) neptune_split_k(const nd::f16 *
         if (st_launch == 6) {
             const int n = min(int(gridDim.x * gridDim.y * gridDim.z), 4096);
             for (int i = 0; i < n; ++i)
-                printf("PROBE %llu %d 0 0 %llu %llu %llu %llu 0\n", st_stamp[4 * i + 3], i, st_stamp[4 * i], st_stamp[4 * i + 1], st_stamp[4 * i + 1], st_stamp[4 * i + 2]);
+                printf("PROBE %llu %d 0 0 %llu %llu %llu %llu 0\n", st_stamp[4 * i + 3], i, st_stamp[4 * i],
+                       st_stamp[4 * i + 1], st_stamp[4 * i + 1], st_stamp[4 * i + 2]);
         }
         ++st_launch;
     }

@@ -89,7 +89,8 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
     if (row_stats) {
         f.ent_num = Func("ent_num");
         f.ent_num(i, h, b) = 0.0f;
-        f.ent_num(i, h, b) += select(f.score(kv, i, h, b) > neg_inf(), f.prob(kv, i, h, b) * f.score(kv, i, h, b), 0.0f);
+        f.ent_num(i, h, b) +=
+            select(f.score(kv, i, h, b) > neg_inf(), f.prob(kv, i, h, b) * f.score(kv, i, h, b), 0.0f);
 
         const Expr safe_sum = select(empty, 1.0f, f.row_sum(i, h, b));
         f.max_prob_acc = Func("max_prob_acc");
@@ -111,18 +112,15 @@ namespace {
 
 DType out_type(const OperatorSpec &spec) { return spec.f32_outputs ? DType::F32 : spec.dtype; }
 
-ImageParam param(const TensorDesc &t) {
-    return ImageParam(halide_type(t.dtype), int(t.shape.size()), t.name);
-}
+ImageParam param(const TensorDesc &t) { return ImageParam(halide_type(t.dtype), int(t.shape.size()), t.name); }
 
-void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent, OperatorFuncs &of) {
+void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent,
+                   OperatorFuncs &of) {
     AttentionInputs in;
     in.q = inputs[0];
     in.k = inputs[1];
     in.v = inputs[2];
-    if (spec.attention.mod == ScoreMod::Alibi) {
-        in.slopes = inputs[3];
-    }
+    if (spec.attention.mod == ScoreMod::Alibi) { in.slopes = inputs[3]; }
     in.seq_q = extent(0, 1);
     in.seq_kv = extent(1, 1);
     in.q_heads = extent(0, 2);
@@ -130,12 +128,15 @@ void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, co
     in.head_dim_qk = extent(0, 0);
     AttentionFuncs f = attention(spec.attention, out_type(spec), in, spec.with_row_stats);
     of.rdoms["kv"] = f.kv;
-    of.stages = {{"qk", f.qk}, {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
-                 {"row_sum", f.row_sum}, {"acc", f.acc}, {"out", f.out}};
+    of.stages = {{"qk", f.qk},           {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
+                 {"row_sum", f.row_sum}, {"acc", f.acc},     {"out", f.out}};
     of.outputs = {f.out};
     if (spec.with_row_stats) {
-        of.stages.insert({{"ent_num", f.ent_num}, {"max_prob_acc", f.max_prob_acc}, {"lse", f.lse},
-                          {"entropy", f.entropy}, {"max_prob", f.max_prob}});
+        of.stages.insert({{"ent_num", f.ent_num},
+                          {"max_prob_acc", f.max_prob_acc},
+                          {"lse", f.lse},
+                          {"entropy", f.entropy},
+                          {"max_prob", f.max_prob}});
         of.outputs.insert(of.outputs.end(), {f.lse, f.entropy, f.max_prob});
     }
 }
@@ -229,7 +230,8 @@ void add_norm_family(const OperatorSpec &spec, const std::vector<Func> &inputs, 
 // Keys share one stabiliser per (b, h), the maximum over keys and features; each query
 // row has its own, the maximum over features. Both cancel in num / den, so the output
 // equals the unstabilised formula while every exponent stays <= 0.
-void add_performer(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent, OperatorFuncs &of) {
+void add_performer(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent,
+                   OperatorFuncs &of) {
     (void)spec;
     Var d("d"), e("e"), f("f"), i("i"), j("j"), h("h"), b("b");
     Func q = inputs[0], k = inputs[1], v = inputs[2], w = inputs[3];
@@ -272,8 +274,14 @@ void add_performer(const OperatorSpec &spec, const std::vector<Func> &inputs, co
     den(i, h, b) += Halide::exp(q_logit(rf, i, h, b) - q_max(i, h, b)) * k_sum(rf, h, b);
     out(e, i, h, b) = cast(halide_type(out_type(spec)), num(e, i, h, b) / den(i, h, b));
 
-    of.stages.insert({{"k_row_max", k_row_max}, {"k_max", k_max}, {"kv_sum", kv_sum}, {"k_sum", k_sum},
-                      {"q_max", q_max}, {"num", num}, {"den", den}, {"out", out}});
+    of.stages.insert({{"k_row_max", k_row_max},
+                      {"k_max", k_max},
+                      {"kv_sum", kv_sum},
+                      {"k_sum", k_sum},
+                      {"q_max", q_max},
+                      {"num", num},
+                      {"den", den},
+                      {"out", out}});
     of.outputs = {out};
 }
 

@@ -43,7 +43,8 @@ int32_t jit_acquire_context(Halide::JITUserContext *user_context, void **cuda_co
     }
     *cuda_context = nullptr;
     if (neptune_get_context(cuda_context) == NEPTUNE_OK) return 0;
-    const std::string m = std::string("Neptune: Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error();
+    const std::string m =
+        std::string("Neptune: Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error();
     report_to_jit(user_context, m.c_str());
     return halide_error_code_gpu_device_error;
 }
@@ -102,7 +103,8 @@ std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs
             }
         }
         if (readers.empty())
-            throw CompileError(g.plan.directive + ": extern_stages needs the Func that reads the group's stages (its "
+            throw CompileError(g.plan.directive +
+                               ": extern_stages needs the Func that reads the group's stages (its "
                                "epilogue, e.g. attention's out) among the outputs or the Funcs they read");
         if (readers.size() > 1)
             throw CompileError(g.plan.directive + ": the group's stages are read by " + readers[0].name() + " and " +
@@ -148,7 +150,8 @@ void share_cuda_context() {
 
 void prepare_jit(Halide::Pipeline &p) {
     std::map<std::string, Halide::JITExtern> externs = p.get_jit_externs();
-    for (int n = 1; n <= interop::max_extern_buffers; n++) externs.emplace(interop::extern_function_name(n), jit_extern(n));
+    for (int n = 1; n <= interop::max_extern_buffers; n++)
+        externs.emplace(interop::extern_function_name(n), jit_extern(n));
     p.set_jit_externs(externs);
     share_cuda_context(p);
     share_cuda_context();
@@ -162,14 +165,17 @@ Halide::Target gpu_jit_target() {
 GpuPipeline::GpuPipeline(Halide::Pipeline pipeline, std::vector<ExternStageInfo> stages)
     : pipeline_(std::move(pipeline)), stages_(std::move(stages)) {}
 
-void GpuPipeline::realize(Halide::Pipeline::RealizationArg outputs) { pipeline_.realize(std::move(outputs), gpu_jit_target()); }
+void GpuPipeline::realize(Halide::Pipeline::RealizationArg outputs) {
+    pipeline_.realize(std::move(outputs), gpu_jit_target());
+}
 
 std::string GpuPipeline::tile_program() const {
     std::string s;
     for (const ExternStageInfo &st : stages_)
         for (const ExternStageInfo::KernelSet &k : st.sets)
             s += "// " + st.name + ", " + k.arch +
-                 (k.stages ? ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages" : "") +
+                 (k.stages ? ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages"
+                           : "") +
                  "\n" + k.tile_program;
     return s;
 }

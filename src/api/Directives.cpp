@@ -104,7 +104,8 @@ std::vector<FusedGroup> claim_fused_groups(const std::vector<Halide::Func> &outp
 
 std::vector<Halide::Func> lower_to_cpu(const std::vector<Halide::Func> &outputs) {
     std::vector<Halide::Func> result = outputs;
-    for (const internal::FusedGroup &g : internal::claim_fused_groups(outputs)) result = internal::apply_cpu_form(g.plan, result);
+    for (const internal::FusedGroup &g : internal::claim_fused_groups(outputs))
+        result = internal::apply_cpu_form(g.plan, result);
     return result;
 }
 

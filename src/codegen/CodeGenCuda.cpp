@@ -125,7 +125,8 @@ private:
         auto it = k_.values.find(n);
         if (it != k_.values.end()) {
             const TileType &t = it->second;
-            if (t.layout == Layout::RowVector) return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
+            if (t.layout == Layout::RowVector)
+                return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
             // A warp-rows map reads row r of a row vector from the shuffled copy the map made (row_copy).
             if (t.layout == Layout::WarpRowVector) return ctx_ == Context::Tile ? row_copy(n) + "[r]" : ident(n) + ".v";
             if (t.layout == Layout::WarpRows) return ident(n) + ".v[r][q][e]";
@@ -163,8 +164,8 @@ public:
             // Swizzled tiles (and TMA) need aligned shared addresses; the planner left room.
             const std::string mask = std::to_string(a - 1) + "u";
             line("extern __shared__ __align__(" + std::to_string(a) + ") unsigned char smem_raw[];");
-            line("unsigned char *const smem = smem_raw + ((" + std::to_string(a) + "u - (nd::smem_address(smem_raw) & " +
-                 mask + ")) & " + mask + ");");
+            line("unsigned char *const smem = smem_raw + ((" + std::to_string(a) +
+                 "u - (nd::smem_address(smem_raw) & " + mask + ")) & " + mask + ");");
         } else {
             line("extern __shared__ __align__(16) unsigned char smem[];");
         }
@@ -243,8 +244,8 @@ private:
             line("unsigned long long *const " + ident(name) + "_full = reinterpret_cast<unsigned long long *>(smem + " +
                  std::to_string(off) + ");");
         for (const auto &[name, off] : layout_.empty_barrier)
-            line("unsigned long long *const " + ident(name) + "_empty = reinterpret_cast<unsigned long long *>(smem + " +
-                 std::to_string(off) + ");");
+            line("unsigned long long *const " + ident(name) +
+                 "_empty = reinterpret_cast<unsigned long long *>(smem + " + std::to_string(off) + ");");
     }
 
     void declare_registers() {
@@ -266,8 +267,8 @@ private:
                 line("nd::mbarrier_init(" + ident(name) + "_full + " + std::to_string(b) + ", 1);");
         for (const auto &[name, off] : layout_.empty_barrier)
             for (int b = 0; b < layout_.buffers.at(name); b++)
-                line("nd::mbarrier_init(" + ident(name) + "_empty + " + std::to_string(b) + ", " + std::to_string(k_.warps) +
-                     ");");
+                line("nd::mbarrier_init(" + ident(name) + "_empty + " + std::to_string(b) + ", " +
+                     std::to_string(k_.warps) + ");");
         line("nd::fence_barrier_init();");
         indent_--;
         line("}");
@@ -319,8 +320,8 @@ private:
         indent_++;
         if (after_reads) line("nd::fence_proxy_async();");
         line("nd::mbarrier_arrive_expect_tx(" + bar + ", " + std::to_string(tile_bytes(k_.values.at(n.dst))) + ");");
-        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + buffer + "), " + ident(map_of(n).name) + ", " + scalar(f(n.row)) +
-             ", " + scalar(f(n.plane)) + ", " + bar + ");");
+        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + buffer + "), " + ident(map_of(n).name) + ", " +
+             scalar(f(n.row)) + ", " + scalar(f(n.plane)) + ", " + bar + ");");
         indent_--;
         line("}");
     }
@@ -331,7 +332,8 @@ private:
         auto bar = [&](const char *op, int id) {
             return std::string("nd::barrier_") + op + "<" + std::to_string(2 + id) + ", 256>();";
         };
-        if (mode == TurnMode::Begin) return line("if (warp / 4 == " + std::to_string(groups - 1) + ") " + bar("arrive", 0));
+        if (mode == TurnMode::Begin)
+            return line("if (warp / 4 == " + std::to_string(groups - 1) + ") " + bar("arrive", 0));
         if (mode == TurnMode::End) return line("if (warp / 4 == 0) " + bar("sync", 0));
         for (int g = 0; g < groups; g++)
             line(std::string(g ? "else " : "") + (g + 1 < groups ? "if (warp / 4 == " + std::to_string(g) + ") " : "") +
@@ -370,10 +372,12 @@ private:
         (void)lc;
         const TileType &t = k_.values.at(n.dst);
         const std::string stage = ring_position(n);
-        if (n.ring.defined()) line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", " + ident(n.dst) + "_phase ^ 1u);");
-        line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " + std::to_string(tile_bytes(t)) + ");");
-        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " + scalar(n.row) +
-             ", " + scalar(n.plane) + ", " + ident(n.dst) + "_full + " + stage + ");");
+        if (n.ring.defined())
+            line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", " + ident(n.dst) + "_phase ^ 1u);");
+        line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " +
+             std::to_string(tile_bytes(t)) + ");");
+        line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " +
+             scalar(n.row) + ", " + scalar(n.plane) + ", " + ident(n.dst) + "_full + " + stage + ");");
     }
 
     // A TMA load's buffer: for a ring tile, T_stage and T_phase (the parity of its barriers' current
@@ -409,7 +413,8 @@ private:
         const std::string first = from + " + (long long)(" + scalar(n.row) + ") * " + pitch;
         if (t.layout == Layout::WarpRows) {
             line(std::string("nd::load_warp_rows<") + (whole_fours(n) ? "true" : "false") + ", nd::Load::Generic>(" +
-                 ident(n.dst) + ", " + first + ", " + pitch + ", 0, " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
+                 ident(n.dst) + ", " + first + ", " + pitch + ", 0, " + scalar(n.valid_rows) + ", " +
+                 scalar(n.valid_cols) + ");");
             return;
         }
         if (t.layout == Layout::WarpRowVector) {
@@ -421,8 +426,8 @@ private:
         indent_++;
         line("const float *src_ = " + first + ";");
         if (n.kind == NodeKind::RowLoad) {
-            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? src_[row] : " +
-                     ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
+            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) +
+                     " ? src_[row] : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
         } else {
             line("constexpr int NT_ = " + std::to_string(t.cols / 8) + ";");
             element_loop(ident(n.dst) + ".v[mt][nt][e] = (row < " + scalar(n.valid_rows) + " && col < " +
@@ -489,7 +494,8 @@ private:
             if (type.layout != Layout::WarpRowVector || !HI::expr_uses_var(map.value, name)) continue;
             line("float " + row_copy(name) + "[" + rows + "];");
             line("#pragma unroll");
-            line("for (int r = 0; r < " + rows + "; ++r) " + row_copy(name) + "[r] = nd::row_of(" + ident(name) + ", r);");
+            line("for (int r = 0; r < " + rows + "; ++r) " + row_copy(name) + "[r] = nd::row_of(" + ident(name) +
+                 ", r);");
         }
         loop_nest({{"r", rows}, {"q", std::to_string((t.cols + 127) / 128)}, {"e", "4"}},
                   "const int row = r, col = nd::warp_rows_col(q, e); (void)row; (void)col;", body);
@@ -506,7 +512,8 @@ private:
     }
 
     std::string current_buf(const std::string &tile, const LoopCtx *lc) const {
-        if (k_.producer_warps && layout_.empty_barrier.count(tile)) return ident(tile) + "_buf(" + ident(tile) + "_stage)";
+        if (k_.producer_warps && layout_.empty_barrier.count(tile))
+            return ident(tile) + "_buf(" + ident(tile) + "_stage)";
         const bool piped = layout_.buffers.count(tile) && layout_.buffers.at(tile) > 1;
         return ident(tile) + "_buf(" + (piped && lc ? "stage_" + ident(lc->loop->var) : "0") + ")";
     }
@@ -522,9 +529,9 @@ private:
                 break;
             }
             if (t.layout == Layout::WarpRows) {  // whole rows, ld.global.cg (a folded combine's partials)
-                line(std::string("nd::load_warp_rows<") + (whole_fours(n) ? "true" : "false") + ">(" + ident(n.dst) + ", " +
-                     ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", 0, " + scalar(n.valid_rows) + ", " +
-                     scalar(n.valid_cols) + ");");
+                line(std::string("nd::load_warp_rows<") + (whole_fours(n) ? "true" : "false") + ">(" + ident(n.dst) +
+                     ", " + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", 0, " + scalar(n.valid_rows) +
+                     ", " + scalar(n.valid_cols) + ");");
                 break;
             }
             if (t.scope == Scope::Register) {  // f32 partials of split-K into accumulator registers
@@ -572,10 +579,10 @@ private:
                 line("nd::barrier();");
                 line("if (" + j + " + " + std::to_string(k_.pipeline_stages - 1) + " < " + j + "_end) {");
                 indent_++;
-                shared_load(n, ident(n.dst) + "_buf((stage_" + j + " + " + std::to_string(k_.pipeline_stages - 1) + ") % " +
-                                   stages + ")",
-                            true, lc->loop->var,
-                            int_var(lc->loop->var) + (k_.pipeline_stages - 1));
+                shared_load(n,
+                            ident(n.dst) + "_buf((stage_" + j + " + " + std::to_string(k_.pipeline_stages - 1) +
+                                ") % " + stages + ")",
+                            true, lc->loop->var, int_var(lc->loop->var) + (k_.pipeline_stages - 1));
                 indent_--;
                 line("}");
                 line("nd::cp_async_commit();");
@@ -587,8 +594,8 @@ private:
         case NodeKind::TileStore: {
             const TensorParam &t = tensor(n.tensor);
             if (k_.values.at(n.src).layout == Layout::WarpRows) {
-                line("nd::store_warp_rows(" + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", " + ident(n.src) +
-                     ", 0, " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
+                line("nd::store_warp_rows(" + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) + ", " +
+                     ident(n.src) + ", 0, " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ");");
                 break;
             }
             line(std::string(t.elem == DType::F32 ? "nd::store_acc_f32(" : "nd::store_acc(") + ptr(n.tensor, n.base) +
@@ -598,8 +605,8 @@ private:
         }
         case NodeKind::RowStore:
             line("nd::store_rows(" + ptr(n.tensor, n.base) + ", " + ident(n.src) + ", " +
-                 (k_.values.at(n.src).layout == Layout::WarpRowVector ? "0" : "16 * warp") + ", " + scalar(n.valid_rows) +
-                 ");");
+                 (k_.values.at(n.src).layout == Layout::WarpRowVector ? "0" : "16 * warp") + ", " +
+                 scalar(n.valid_rows) + ");");
             break;
         case NodeKind::RowLoad:
             if (n.rank.defined()) {
@@ -607,27 +614,28 @@ private:
                 break;
             }
             if (k_.values.at(n.dst).layout == Layout::WarpRowVector) {
-                line("nd::load_warp_rows_vec(" + ident(n.dst) + ", " + ptr(n.tensor, n.base) + ", " + scalar(n.row_stride) +
-                     ", 0, " + scalar(n.valid_rows) + ", " + ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
+                line("nd::load_warp_rows_vec(" + ident(n.dst) + ", " + ptr(n.tensor, n.base) + ", " +
+                     scalar(n.row_stride) + ", 0, " + scalar(n.valid_rows) + ", " +
+                     ExprPrinter(k_, Context::Scalar).print(n.value) + ");");
                 break;
             }
             line("{");
             indent_++;
             line("const float *src_ = " + ptr(n.tensor, n.base) + ";");
-            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) + " ? __ldcg(src_ + (long long)row * " +
-                     scalar(n.row_stride) + ") : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
+            row_loop(ident(n.dst) + ".v[mt][hh] = row < " + scalar(n.valid_rows) +
+                     " ? __ldcg(src_ + (long long)row * " + scalar(n.row_stride) +
+                     ") : " + ExprPrinter(k_, Context::Scalar).print(n.value) + ";");
             indent_--;
             line("}");
             break;
-        case NodeKind::Fill:
-            line("nd::fill(" + ident(n.dst) + ", " + scalar(n.value) + ");");
-            break;
+        case NodeKind::Fill: line("nd::fill(" + ident(n.dst) + ", " + scalar(n.value) + ");"); break;
         case NodeKind::TileMap: {
             const TileType &t = k_.values.at(n.dst);
             line("{");
             indent_++;
             if (t.layout == Layout::WarpRows) {
-                warp_rows_loop(n, t, ident(n.dst) + ".v[r][q][e] = " + ExprPrinter(k_, Context::Tile).print(n.value) + ";");
+                warp_rows_loop(n, t,
+                               ident(n.dst) + ".v[r][q][e] = " + ExprPrinter(k_, Context::Tile).print(n.value) + ";");
                 indent_--;
                 line("}");
                 break;
@@ -640,7 +648,8 @@ private:
         }
         case NodeKind::RowMap:
             if (k_.values.at(n.dst).layout == Layout::WarpRowVector) {
-                warp_row_vector_op(k_.values.at(n.dst), ident(n.dst) + ".v = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
+                warp_row_vector_op(k_.values.at(n.dst),
+                                   ident(n.dst) + ".v = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
                 break;
             }
             row_loop(ident(n.dst) + ".v[mt][hh] = " + ExprPrinter(k_, Context::Row).print(n.value) + ";");
@@ -657,7 +666,8 @@ private:
                     line("nd::wgmma_abt(" + ident(n.dst) + ", " + current_buf(n.a, lc) + ", 64 * (warp / 4), " +
                          current_buf(n.b, lc) + ", " + acc + ");");
                 else
-                    line("nd::wgmma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + acc + ");");
+                    line("nd::wgmma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + acc +
+                         ");");
                 if (!n.async) {
                     line("nd::wgmma_wait<0>();");
                     line("nd::fence_registers(" + ident(n.dst) + ");");
@@ -669,9 +679,11 @@ private:
                 // Key-split warps each read their own rows of b.
                 const std::string b_row0 = n.b_block_rows ? std::to_string(n.b_block_rows) + " * warp" : "0";
                 if (n.transpose_b)
-                    line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + b_row0 + ");");
+                    line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " +
+                         b_row0 + ");");
                 else
-                    line("nd::mma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " + b_row0 + ", 0);");
+                    line("nd::mma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " +
+                         b_row0 + ", 0);");
             }
             break;
         case NodeKind::Convert: {
@@ -681,15 +693,16 @@ private:
                 if (src.layout == Layout::RowVector)
                     line("nd::store_rows(" + ident(n.dst) + "_smem, " + ident(n.src) + ", 16 * warp, " + rows + ");");
                 else
-                    line("nd::store_acc_f32(" + ident(n.dst) + "_smem, " + std::to_string(dst.cols) + ", " + ident(n.src) +
-                         ", 16 * warp, " + rows + ", " + std::to_string(dst.cols) + ");");
+                    line("nd::store_acc_f32(" + ident(n.dst) + "_smem, " + std::to_string(dst.cols) + ", " +
+                         ident(n.src) + ", 16 * warp, " + rows + ", " + std::to_string(dst.cols) + ");");
                 break;
             }
             if (src.scope == Scope::Shared) {
                 // A broadcast source (fewer rows than the warps hold) repeats every src.rows / 16 warps.
                 const int blocks = src.rows / 16;
                 const std::string row0 = src.rows == k_.values.at(n.dst).rows ? "16 * warp"
-                                         : blocks == 1 ? "0" : "16 * (warp % " + std::to_string(blocks) + ")";
+                                         : blocks == 1                        ? "0"
+                                                       : "16 * (warp % " + std::to_string(blocks) + ")";
                 line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", " + row0 + ");");
             } else {
                 line("nd::acc_to_a(" + ident(n.dst) + ", " + ident(n.src) + ");");
@@ -730,7 +743,8 @@ private:
         case NodeKind::Release:
             if (!layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
             line("__syncwarp();");
-            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " + ident(n.src) + "_stage);");
+            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " + ident(n.src) +
+                 "_stage);");
             break;
         case NodeKind::WarpgroupTurn: turn(n.turn); break;
         case NodeKind::DotWait:
@@ -765,8 +779,8 @@ private:
     // the last stage of K, which the prologue leaves alone). Sets hoisted_ (null: nothing to hoist).
     size_t prologue_position() {
         size_t loop_at = 0;
-        while (loop_at < k_.body.size() && !(k_.body[loop_at]->kind == NodeKind::CarriedLoop &&
-                                             !pipelined_loads(*k_.body[loop_at]).empty()))
+        while (loop_at < k_.body.size() &&
+               !(k_.body[loop_at]->kind == NodeKind::CarriedLoop && !pipelined_loads(*k_.body[loop_at]).empty()))
             ++loop_at;
         if (loop_at == k_.body.size()) return loop_at;
         const std::vector<const Node *> piped = pipelined_loads(*k_.body[loop_at]);

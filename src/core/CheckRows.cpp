@@ -40,8 +40,8 @@ std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::v
         const int64_t inner = inst.outputs[o].numel() / inst.rows;
         ErrorStats total;
         for (const RowRun &r : runs)
-            total = merge(total, compare(actual[o].values, expected[o].values, r.first * inner,
-                                         (r.first + r.second) * inner));
+            total = merge(total,
+                          compare(actual[o].values, expected[o].values, r.first * inner, (r.first + r.second) * inner));
         out.push_back({inst.outputs[o].name, total});
     }
     return out;

@@ -219,9 +219,9 @@ ErrorStats merge(const ErrorStats &a, const ErrorStats &b) {
 
 Tolerance tolerance_for(DType t) {
     switch (t) {
-    case DType::F16: return {1e-3, 4e-3};   // output rounding alone: 2^-12 relative per element
+    case DType::F16: return {1e-3, 4e-3};  // output rounding alone: 2^-12 relative per element
     case DType::BF16: return {8e-3, 3e-2};  // 2^-9 relative per element
-    default: return {1e-4, 1e-3};           // f32 statistics of a row
+    default: return {1e-4, 1e-3};  // f32 statistics of a row
     }
 }
 

@@ -33,13 +33,9 @@ const char *score_mod_name(ScoreMod m) {
     return "?";
 }
 
-int dtype_bytes(DType t) {
-    return (t == DType::F16 || t == DType::BF16) ? 2 : 4;
-}
+int dtype_bytes(DType t) { return (t == DType::F16 || t == DType::BF16) ? 2 : 4; }
 
-double AttentionSpec::score_scale() const {
-    return scale ? *scale : 1.0 / std::sqrt(double(head_dim_qk));
-}
+double AttentionSpec::score_scale() const { return scale ? *scale : 1.0 / std::sqrt(double(head_dim_qk)); }
 
 int64_t TensorDesc::numel() const {
     int64_t n = 1;
@@ -57,8 +53,8 @@ OperatorSpec make_op(const std::string &name, Family f, const std::string &what)
     return s;
 }
 
-OperatorSpec attention_op(const std::string &name, const std::string &what, int hq, int hkv, Mask mask,
-                          ScoreMod mod, bool decode) {
+OperatorSpec attention_op(const std::string &name, const std::string &what, int hq, int hkv, Mask mask, ScoreMod mod,
+                          bool decode) {
     OperatorSpec s = make_op(name, Family::Attention, what);
     s.attention.q_heads = hq;
     s.attention.kv_heads = hkv;
@@ -70,30 +66,43 @@ OperatorSpec attention_op(const std::string &name, const std::string &what, int 
 
 std::vector<OperatorSpec> make_suite() {
     std::vector<OperatorSpec> ops = {
-        attention_op("prefill_global", "attention, 32/32 heads, no mask (ViT-L)", 32, 32, Mask::None, ScoreMod::None, false),
-        attention_op("prefill_causal", "attention, 32/32 heads, causal (GPT-3 6.7B)", 32, 32, Mask::Causal, ScoreMod::None, false),
-        attention_op("prefill_alibi", "attention, 32/32 heads, causal, ALiBi (MPT-7B)", 32, 32, Mask::Causal, ScoreMod::Alibi, false),
-        attention_op("prefill_gqa", "attention, 64/8 heads, causal (Llama-3 70B)", 64, 8, Mask::Causal, ScoreMod::None, false),
-        attention_op("prefill_softcap", "attention, 32/16 heads, causal, softcap 50 (Gemma-2 27B)", 32, 16, Mask::Causal, ScoreMod::Softcap, false),
-        attention_op("prefill_windowed", "attention, 32/8 heads, causal window 4096, softcap 50 (Gemma-2 local)", 32, 8, Mask::Window, ScoreMod::Softcap, false),
-        attention_op("decode_causal", "decode attention, 32/32 heads, one query row", 32, 32, Mask::Causal, ScoreMod::None, true),
-        attention_op("decode_alibi", "decode attention, 32/32 heads, ALiBi", 32, 32, Mask::Causal, ScoreMod::Alibi, true),
+        attention_op("prefill_global", "attention, 32/32 heads, no mask (ViT-L)", 32, 32, Mask::None, ScoreMod::None,
+                     false),
+        attention_op("prefill_causal", "attention, 32/32 heads, causal (GPT-3 6.7B)", 32, 32, Mask::Causal,
+                     ScoreMod::None, false),
+        attention_op("prefill_alibi", "attention, 32/32 heads, causal, ALiBi (MPT-7B)", 32, 32, Mask::Causal,
+                     ScoreMod::Alibi, false),
+        attention_op("prefill_gqa", "attention, 64/8 heads, causal (Llama-3 70B)", 64, 8, Mask::Causal, ScoreMod::None,
+                     false),
+        attention_op("prefill_softcap", "attention, 32/16 heads, causal, softcap 50 (Gemma-2 27B)", 32, 16,
+                     Mask::Causal, ScoreMod::Softcap, false),
+        attention_op("prefill_windowed", "attention, 32/8 heads, causal window 4096, softcap 50 (Gemma-2 local)", 32, 8,
+                     Mask::Window, ScoreMod::Softcap, false),
+        attention_op("decode_causal", "decode attention, 32/32 heads, one query row", 32, 32, Mask::Causal,
+                     ScoreMod::None, true),
+        attention_op("decode_alibi", "decode attention, 32/32 heads, ALiBi", 32, 32, Mask::Causal, ScoreMod::Alibi,
+                     true),
         attention_op("decode_gqa", "decode attention, 64/8 heads", 64, 8, Mask::Causal, ScoreMod::None, true),
-        attention_op("decode_softcap", "decode attention, 32/16 heads, softcap 50", 32, 16, Mask::Causal, ScoreMod::Softcap, true),
+        attention_op("decode_softcap", "decode attention, 32/16 heads, softcap 50", 32, 16, Mask::Causal,
+                     ScoreMod::Softcap, true),
     };
-    OperatorSpec stats = attention_op("attention_row_stats",
-                                      "causal attention that also returns log-sum-exp, entropy and largest probability per row",
-                                      32, 32, Mask::Causal, ScoreMod::None, false);
+    OperatorSpec stats =
+        attention_op("attention_row_stats",
+                     "causal attention that also returns log-sum-exp, entropy and largest probability per row", 32, 32,
+                     Mask::Causal, ScoreMod::None, false);
     stats.with_row_stats = true;
     ops.push_back(stats);
     ops.push_back(make_op("softmax", Family::Softmax, "softmax over the last axis of [rows, cols]"));
     ops.push_back(make_op("logsumexp", Family::LogSumExp, "log-sum-exp over the last axis of [rows, cols]"));
-    ops.push_back(make_op("cross_entropy", Family::CrossEntropy, "per-row cross-entropy of logits [rows, cols] and int32 labels"));
+    ops.push_back(make_op("cross_entropy", Family::CrossEntropy,
+                          "per-row cross-entropy of logits [rows, cols] and int32 labels"));
     ops.push_back(make_op("layernorm", Family::LayerNorm, "LayerNorm over the last axis of [rows, cols]"));
-    ops.push_back(make_op("layernorm_matmul", Family::LayerNormMatmul, "LayerNorm of [rows, cols] times W [cols, 1024]"));
+    ops.push_back(
+        make_op("layernorm_matmul", Family::LayerNormMatmul, "LayerNorm of [rows, cols] times W [cols, 1024]"));
     ops.push_back(make_op("rmsnorm", Family::RmsNorm, "RMSNorm over the last axis of [rows, cols]"));
     ops.push_back(make_op("rmsnorm_matmul", Family::RmsNormMatmul, "RMSNorm of [rows, cols] times W [cols, 1024]"));
-    ops.push_back(make_op("performer", Family::Performer, "Performer (FAVOR+) linear attention, 32 heads, 256 features"));
+    ops.push_back(
+        make_op("performer", Family::Performer, "Performer (FAVOR+) linear attention, 32 heads, 256 features"));
     return ops;
 }
 
@@ -127,8 +136,8 @@ const TensorDesc &OperatorInstance::output(const std::string &n) const {
 }
 
 OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t seq) {
-    require(batch > 0 && seq > 0, spec.name + ": extents must be positive, got " + std::to_string(batch) + "," +
-                                      std::to_string(seq));
+    require(batch > 0 && seq > 0,
+            spec.name + ": extents must be positive, got " + std::to_string(batch) + "," + std::to_string(seq));
     OperatorInstance in;
     in.spec = spec;
     in.batch = batch;

@@ -66,13 +66,15 @@ std::vector<ArchTarget> targets(const ExternOptions &o) {
     if (o.aot) {
         // Hopper first: its cubin runs only on compute capability 9.0. The sm_80 set's cubin serves
         // 8.x and its compute_90 PTX every later GPU (the driver compiles it).
-        return {{GpuArch::Sm90a, "sm_90a", {"sm_90a"}, 90, 90}, {GpuArch::Sm80, "sm_80", {"sm_80", "compute_90"}, 80, 1000}};
+        return {{GpuArch::Sm90a, "sm_90a", {"sm_90a"}, 90, 90},
+                {GpuArch::Sm80, "sm_80", {"sm_80", "compute_90"}, 80, 1000}};
     }
     std::string digits = o.jit_arch.substr(o.jit_arch.rfind('_') + 1);
     const bool hopper = !digits.empty() && digits.back() == 'a';
     if (hopper) digits.pop_back();
     const int cc = std::atoi(digits.c_str());
-    if (cc < 80) throw CompileError("ExternOptions::jit_arch " + o.jit_arch + ": Neptune's kernels need sm_80 or later");
+    if (cc < 80)
+        throw CompileError("ExternOptions::jit_arch " + o.jit_arch + ": Neptune's kernels need sm_80 or later");
     return {{hopper ? GpuArch::Sm90a : GpuArch::Sm80, o.jit_arch, {o.jit_arch}, cc, cc}};
 }
 
@@ -118,7 +120,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     auto fail = [&](const std::string &why) -> void { throw CompileError(where + ": " + why); };
     if (opt.head_dim_qk <= 0) fail("ExternOptions::head_dim_qk is not set: the kernels are compiled for one head dim");
     const int dqk = opt.head_dim_qk, dv = opt.head_dim_v > 0 ? opt.head_dim_v : opt.head_dim_qk;
-    if (dqk % 8 || dv % 8) fail("head dims must be multiples of 8 (16-byte copies), got " + std::to_string(dqk) + "/" + std::to_string(dv));
+    if (dqk % 8 || dv % 8)
+        fail("head dims must be multiples of 8 (16-byte copies), got " + std::to_string(dqk) + "/" +
+             std::to_string(dv));
     if (output.function().outputs() != 1) fail("the output must be a single-valued Func");
 
     IsolatedGroup iso = isolate_group(g, output, opt.extents);
@@ -137,8 +141,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         dtype = t;
     }
     if (!dtype)
-        fail("the tile backend lowers attention-shaped groups (q, k and v of 4 dimensions); this one reads none: "
-             "compile it with lower_to_cpu and Halide's schedules (generators/README.md)");
+        fail(
+            "the tile backend lowers attention-shaped groups (q, k and v of 4 dimensions); this one reads none: "
+            "compile it with lower_to_cpu and Halide's schedules (generators/README.md)");
     const int group = opt.group > 0 ? opt.group : 1;
 
     // 1. The tile programs, emitted and compiled: one per GPU family, and for split-K one per tuning
@@ -161,7 +166,8 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         if (opt.stages > 0) base.stages = opt.stages;
         if (opt.min_blocks >= 0) base.min_blocks_per_sm = opt.min_blocks;
         if (decode && group > 16 * base.warps)
-            fail(std::to_string(group) + " query heads per KV head need " + std::to_string((group + 15) / 16) + " warps");
+            fail(std::to_string(group) + " query heads per KV head need " + std::to_string((group + 15) / 16) +
+                 " warps");
         std::vector<LowerOptions> variants = {base};  // the first serves shapes no other fits
         if (decode) variants = decode_variants(base, opt, dqk, dv);
         for (const LowerOptions &lo : variants) {
@@ -224,7 +230,8 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     std::map<std::string, Halide::Expr> extent_of = opt.extents;
     for (size_t i = 0; i < in_names.size(); i++) {
         auto it = iso.inputs.find(in_names[i]);
-        if (it == iso.inputs.end()) throw InternalError(where + ": the kernels read " + in_names[i] + ", which the group does not");
+        if (it == iso.inputs.end())
+            throw InternalError(where + ": the kernels read " + in_names[i] + ", which the group does not");
         const GroupInput &in = it->second;
         const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{"q_heads"};
         if (in.dimensions != int(dims.size()))
@@ -250,29 +257,34 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     std::vector<Halide::Expr> scalars;
     for (const tir::Kernel &k : p0.kernels)
         for (const std::string &p : k.int_params) {
-            if (is_split_k_launch_param(p) || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end()) continue;
+            if (is_split_k_launch_param(p) || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end())
+                continue;
             auto e = extent_of.find(p);
             if (e == extent_of.end())
-                fail("the extent " + p + " is in no input buffer (the group reads Funcs); pass ExternOptions::extents[\"" +
-                     p + "\"]");
+                fail("the extent " + p +
+                     " is in no input buffer (the group reads Funcs); pass ExternOptions::extents[\"" + p + "\"]");
             d.scalars.push_back(p);
             scalars.push_back(Halide::cast<int32_t>(e->second));
         }
-    if (d.scalars.size() > size_t(interop::extern_scalars)) throw InternalError(where + ": too many kernel int parameters");
-    auto has = [&](const std::string &n) { return std::find(d.scalars.begin(), d.scalars.end(), n) != d.scalars.end(); };
+    if (d.scalars.size() > size_t(interop::extern_scalars))
+        throw InternalError(where + ": too many kernel int parameters");
+    auto has = [&](const std::string &n) {
+        return std::find(d.scalars.begin(), d.scalars.end(), n) != d.scalars.end();
+    };
     if (has("q_heads") && has("kv_heads")) {
         d.constraints.push_back({"(< 0 kv_heads)", "kv_heads must be positive"});
         d.constraints.push_back({"(== (% q_heads kv_heads) 0)", "q_heads must be a multiple of kv_heads"});
         if (opt.group > 0)
-            d.constraints.push_back({"(== q_heads (* " + std::to_string(opt.group) + " kv_heads))",
-                                     "the kernels were compiled for " + std::to_string(opt.group) +
-                                         " query heads per KV head"});
+            d.constraints.push_back(
+                {"(== q_heads (* " + std::to_string(opt.group) + " kv_heads))",
+                 "the kernels were compiled for " + std::to_string(opt.group) + " query heads per KV head"});
     }
     if (decode) {
         const int rows = k0.rows();
         d.constraints.push_back({"(== seq_q 1)", "decode kernels take one query row per head (seq_q must be 1)"});
-        d.constraints.push_back({"(<= (/ q_heads kv_heads) " + std::to_string(rows) + ")",
-                                 "a KV group's query heads are the decode kernels' rows, at most " + std::to_string(rows)});
+        d.constraints.push_back(
+            {"(<= (/ q_heads kv_heads) " + std::to_string(rows) + ")",
+             "a KV group's query heads are the decode kernels' rows, at most " + std::to_string(rows)});
         d.chunks = opt.chunks < 0 ? plan.chunks : opt.chunks > 0 ? opt.chunks : -1;
         d.split_blocks = "(* batch kv_heads)";
         d.split_keys = "seq_kv";
@@ -294,9 +306,11 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         for (const interop::WorkspaceSpec &w : ks.workspaces) known.insert(w.name);
         for (const interop::KernelSpec &k : ks.kernels) {
             for (const std::string &t : k.tensors)
-                if (!known.count(t)) throw InternalError(where + ": kernel " + k.name + " reads " + t + ", no buffer of the stage");
+                if (!known.count(t))
+                    throw InternalError(where + ": kernel " + k.name + " reads " + t + ", no buffer of the stage");
             for (const std::string &n : k.ints)
-                if (!is_split_k_launch_param(n) && !has(n)) throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
+                if (!is_split_k_launch_param(n) && !has(n))
+                    throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
         }
         d.sets.push_back(std::move(ks));
     }
@@ -323,7 +337,8 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
     ext.compute_root();
     for (size_t k = 0; k < vars.size(); k++) {
         const std::string &e = out_dims[k];
-        ext.bound(vars[k], 0, std::isdigit(static_cast<unsigned char>(e[0])) ? Halide::Expr(std::stoi(e)) : extent_of.at(e));
+        ext.bound(vars[k], 0,
+                  std::isdigit(static_cast<unsigned char>(e[0])) ? Halide::Expr(std::stoi(e)) : extent_of.at(e));
     }
     return {ext, info};
 }

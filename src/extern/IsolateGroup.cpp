@@ -23,7 +23,9 @@ const HI::Call *wrapped_buffer(const HI::Function &f) {
     return c;
 }
 
-std::string buffer_name(const HI::Call *image) { return image->param.defined() ? image->param.name() : image->image.name(); }
+std::string buffer_name(const HI::Call *image) {
+    return image->param.defined() ? image->param.name() : image->image.name();
+}
 
 std::vector<Halide::Expr> buffer_extents(const HI::Call *image) {
     std::vector<Halide::Expr> e;
@@ -86,7 +88,7 @@ public:
 
     std::map<std::string, GroupInput> inputs;
     std::map<std::string, Halide::Parameter> placeholders;  // Func inputs: the buffer that stands for each
-    std::map<std::string, Halide::Expr> renamed_extents;     // a pointwise source's extents -> the placeholder's
+    std::map<std::string, Halide::Expr> renamed_extents;  // a pointwise source's extents -> the placeholder's
 
 private:
     using HI::IRGraphVisitor::visit;
@@ -153,7 +155,8 @@ private:
 // In the copies: calls to a Func input read its placeholder buffer instead.
 class ReadPlaceholders : public HI::IRMutator {
 public:
-    ReadPlaceholders(const std::map<std::string, Halide::Parameter> &p, const std::map<std::string, Halide::Expr> &extents)
+    ReadPlaceholders(const std::map<std::string, Halide::Parameter> &p,
+                     const std::map<std::string, Halide::Expr> &extents)
         : p_(p), extents_(extents) {}
 
 private:
@@ -167,7 +170,8 @@ private:
         if (c->call_type != HI::Call::Halide || it == p_.end()) return HI::IRMutator::visit(c);
         std::vector<Halide::Expr> args;
         for (const Halide::Expr &a : c->args) args.push_back(mutate(a));
-        return HI::Call::make(c->type, c->name, args, HI::Call::Image, HI::FunctionPtr(), 0, Halide::Buffer<>(), it->second);
+        return HI::Call::make(c->type, c->name, args, HI::Call::Image, HI::FunctionPtr(), 0, Halide::Buffer<>(),
+                              it->second);
     }
     const std::map<std::string, Halide::Parameter> &p_;
     const std::map<std::string, Halide::Expr> &extents_;

@@ -24,8 +24,8 @@
 namespace neptune::internal {
 
 struct GroupInput {
-    std::string name;                 // the tensor name the tile program uses
-    Halide::ExternFuncArgument arg;   // what the extern call passes: the buffer parameter, Buffer or Func
+    std::string name;  // the tensor name the tile program uses
+    Halide::ExternFuncArgument arg;  // what the extern call passes: the buffer parameter, Buffer or Func
     Halide::Type type;
     int dimensions = 0;
     bool is_func = false;
@@ -35,8 +35,8 @@ struct GroupInput {
 };
 
 struct IsolatedGroup {
-    Halide::Func output;                       // the copy of the group's output
-    FusedGroup group;                          // the directive and its plan, over the copies
+    Halide::Func output;  // the copy of the group's output
+    FusedGroup group;  // the directive and its plan, over the copies
     std::map<std::string, GroupInput> inputs;  // by tensor name
 };
 

@@ -83,8 +83,8 @@ public:
                 if (members_.count(p.name())) continue;
                 if (!req_.discover)
                     fail(n + " reads " + p.name() + ", a reduction over " + rdom_name(req_.rvar) +
-                         " that is not in the chain; name it among the producers, or write fuse_reduction(" + n +
-                         ", " + rdom_name(req_.rvar) + ") to find the chain");
+                         " that is not in the chain; name it among the producers, or write fuse_reduction(" + n + ", " +
+                         rdom_name(req_.rvar) + ") to find the chain");
                 check_stage_shape(p, false);
                 members_.emplace(p.name(), p);
                 work.push_back(p.name());
@@ -140,7 +140,8 @@ private:
         for (const Halide::Func &f : req_.targets)
             if (!f.defined()) fail("the target Func " + f.name() + " has no definition");
         if (req_.tile <= 0)
-            fail("tile size " + std::to_string(req_.tile) + " must be positive (a tile larger than the extent is fine)");
+            fail("tile size " + std::to_string(req_.tile) +
+                 " must be positive (a tile larger than the extent is fine)");
         if (req_.variant == Variant::SplitK && req_.chunks <= 0)
             fail("split_k_update needs a positive number of chunks, got " + std::to_string(req_.chunks));
     }
@@ -153,8 +154,10 @@ private:
                  "); a fused stage is a Func with an initial value and one update over " + rdom_name(req_.rvar));
         if (fn.outputs() != 1) fail(n + " has a Tuple value; fused stages are single-valued");
         if (r.rvar_count != 1)
-            fail(n + " reduces over " + std::to_string(r.rvar_count) + " reduction variables; a fused stage reduces "
-                 "over exactly one, the shared " + rdom_name(req_.rvar));
+            fail(n + " reduces over " + std::to_string(r.rvar_count) +
+                 " reduction variables; a fused stage reduces "
+                 "over exactly one, the shared " +
+                 rdom_name(req_.rvar));
         if (r.rvar != req_.rvar) {
             if (named)
                 fail(n + " reduces over " + rdom_name(r.rvar) + ", not " + rdom_name(req_.rvar) +
@@ -166,7 +169,8 @@ private:
             rmin_ = r.rmin;
             rextent_ = r.rextent;
         } else if (!HI::can_prove(rmin_ == r.rmin && rextent_ == r.rextent)) {
-            fail(n + " reduces over " + rdom_name(req_.rvar) + " with another domain; the stages of a chain must "
+            fail(n + " reduces over " + rdom_name(req_.rvar) +
+                 " with another domain; the stages of a chain must "
                  "share one RDom");
         }
         if (!fn.output_types()[0].is_float())
@@ -228,8 +232,10 @@ private:
         bool r = false;
         for (const Expr &v : fn.values())
             for (auto &[n, callee] : find_calls(v)) {
-                if (members_.count(n)) r = true;
-                else if (!callee.has_update_definition() && !callee.has_extern_definition() && reaches_chain(callee, memo))
+                if (members_.count(n))
+                    r = true;
+                else if (!callee.has_update_definition() && !callee.has_extern_definition() &&
+                         reaches_chain(callee, memo))
                     r = true;
             }
         memo[fn.name()] = r;
@@ -305,7 +311,8 @@ private:
             g = is_self(m->a) ? m->b : (is_self(m->b) ? m->a : Expr());
         }
         if (!g.defined() || reads_function(g, s.name))
-            fail(s.name + "'s update " + sym::pretty(value) + " is not t = t + g, max(t, g) or min(t, g): its reducer "
+            fail(s.name + "'s update " + sym::pretty(value) +
+                 " is not t = t + g, max(t, g) or min(t, g): its reducer "
                  "is not one Neptune knows to be associative and commutative with an identity, so the reduction "
                  "cannot be split into tiles");
         if (HI::expr_uses_var(s.init, req_.rvar)) fail(s.name + "'s initial value reads " + rdom_name(req_.rvar));

@@ -17,8 +17,6 @@ using Halide::Var;
 
 namespace {
 
-
-
 std::vector<Expr> element(const Func &f, std::vector<Expr> args, size_t n) {
     std::vector<Expr> out;
     if (n == 1) {
@@ -131,7 +129,8 @@ private:
         for (const std::string &p : s.producers) bind[p] = producer_at(s, p, k_);
         std::vector<Expr> upd;
         const std::vector<Expr> cur = element(tile, at(args, k_), n);
-        for (size_t c = 0; c < n; c++) upd.push_back(reducer_combine(s.reducer, cur[c], HI::substitute(bind, s.repair.maps[c])));
+        for (size_t c = 0; c < n; c++)
+            upd.push_back(reducer_combine(s.reducer, cur[c], HI::substitute(bind, s.repair.maps[c])));
         define(tile, at(args, k_), upd);
 
         // 2. The carried state: first tile peeled, then repair-and-accumulate.
@@ -147,7 +146,8 @@ private:
         const std::vector<Expr> prev = element(state, at(args, rk.x - 1), n);
         const std::vector<Expr> here = element(tile, at(args, rk.x), n);
         std::vector<Expr> next;
-        for (size_t c = 0; c < n; c++) next.push_back(reducer_combine(s.reducer, repaired(s, c, prev, r_old, r_new), here[c]));
+        for (size_t c = 0; c < n; c++)
+            next.push_back(reducer_combine(s.reducer, repaired(s, c, prev, r_old, r_new), here[c]));
         define(state, at(args, rk.x), next);
 
         // The value later stages read after tile k: the initial value folded in, guarded. A sum read by
@@ -158,9 +158,9 @@ private:
         if (s.reducer == Reducer::Sum && read_by_companions(s.name)) {
             const Expr first = split ? Expr(p_) * per_chunk_ * T : Expr(0);
             const Expr seen = Halide::clamp(plan_.rextent - first, 0, (Expr(k_) + 1) * T);
-            value_k = Halide::select(seen > 0, value_k * Halide::cast<float>(plan_.rextent) /
-                                                   Halide::cast<float>(Halide::max(seen, 1)),
-                                     value_k);
+            value_k = Halide::select(
+                seen > 0, value_k * Halide::cast<float>(plan_.rextent) / Halide::cast<float>(Halide::max(seen, 1)),
+                value_k);
         }
         Func partial(s.name + "_partial");
         partial(at(args, k_)) = guarded_producer(s.reducer, value_k);
@@ -182,7 +182,8 @@ private:
             const std::vector<Expr> chunk = element(state, at(args, last, rp.x), n);
             const std::vector<Expr> acc = element(comb, args, n);
             std::vector<Expr> merged;
-            for (size_t c = 0; c < n; c++) merged.push_back(reducer_combine(s.reducer, acc[c], repaired(s, c, chunk, c_old, c_new)));
+            for (size_t c = 0; c < n; c++)
+                merged.push_back(reducer_combine(s.reducer, acc[c], repaired(s, c, chunk, c_old, c_new)));
             define(comb, args, merged);
             value = element(comb, args, n)[0];
             Func cg(s.name + "_combined_guarded");

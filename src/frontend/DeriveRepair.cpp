@@ -105,7 +105,11 @@ public:
     Deriver(const std::string &target, Reducer reducer, const std::vector<std::string> &producers,
             const std::string &rvar, const std::map<std::string, Sign> &facts,
             const std::map<std::string, Reducer> &producer_reducers)
-        : target_(target), reducer_(reducer), producers_(producers), ctx_(symbols(producers), rvar), facts_(facts),
+        : target_(target),
+          reducer_(reducer),
+          producers_(producers),
+          ctx_(symbols(producers), rvar),
+          facts_(facts),
           producer_reducers_(producer_reducers) {
         for (const std::string &p : producers) {
             prime_[p] = Context::primed(p);
@@ -147,7 +151,8 @@ public:
         const size_t n = first->maps.size();
         size_t leaf_index = 0;
         std::vector<const LeafRepair *> by_leaf;
-        for (const Expr &leaf : leaves) by_leaf.push_back(is_identity(leaf, reducer_) ? nullptr : &derived[leaf_index++]);
+        for (const Expr &leaf : leaves)
+            by_leaf.push_back(is_identity(leaf, reducer_) ? nullptr : &derived[leaf_index++]);
         // Companion 0 keeps the map as written (its normal form is expanded, and evaluating
         // x*a - s*a instead of (x - s)*a would cancel); companions are evaluated from the normal form.
         r.maps.push_back(map);
@@ -186,8 +191,8 @@ private:
     }
 
     [[noreturn]] void fail(const std::string &why) const {
-        throw CompileError("no repair for " + target_ + " (a " + reducer_name(reducer_) +
-                           " reduction reading " + join(producers_) + "): " + why);
+        throw CompileError("no repair for " + target_ + " (a " + reducer_name(reducer_) + " reduction reading " +
+                           join(producers_) + "): " + why);
     }
 
     static std::string join(const std::vector<std::string> &v) {
@@ -231,7 +236,8 @@ private:
             Monomial single = m;
             Split s = split_monomial(ctx_, single);
             if (!s.blocking.empty())
-                fail("the term " + s.blocking + " mixes a producer with values that vary along the reduction; "
+                fail("the term " + s.blocking +
+                     " mixes a producer with values that vary along the reduction; "
                      "only a product or a sum of a producer-only part and a producer-free part can be repaired. "
                      "Move the producer out of that term, or leave this reduction out of the chain");
             any_producer = any_producer || !(s.producer.terms.size() == 1 && s.producer.terms[0].powers.empty() &&
@@ -293,7 +299,8 @@ private:
             if (reducer_ == Reducer::Sum && polynomial) return taylor(g, S, rest);
         }
         if (reducer_ != Reducer::Sum) return shift(g, parts);
-        fail("g = " + to_string(g) + " is neither a producer factor times a producer-free term nor polynomial in the "
+        fail("g = " + to_string(g) +
+             " is neither a producer factor times a producer-free term nor polynomial in the "
              "producers after such a factor; no repair from the partial target exists");
     }
 
@@ -340,7 +347,8 @@ private:
             if (!producer_free && !producer_only) {
                 Poly term;
                 term.terms = {g.terms[i]};
-                fail("for a " + std::string(reducer_name(reducer_)) + " reduction, g must be a positive producer "
+                fail("for a " + std::string(reducer_name(reducer_)) +
+                     " reduction, g must be a positive producer "
                      "factor times a producer-free term, or a producer-only term plus a producer-free term; the term " +
                      to_string(term) + " is neither");
             }
@@ -358,8 +366,10 @@ private:
         lr.maps = {g};
         lr.coeff = {{constant(1)}};
         lr.shift = {D};
-        lr.proof = "R1: g(r', c) = g(r, c) + (" + to_string(D) + ") by rewriting; R2: a shift is monotone, so it "
-                   "distributes over " + reducer_name(reducer_);
+        lr.proof = "R1: g(r', c) = g(r, c) + (" + to_string(D) +
+                   ") by rewriting; R2: a shift is monotone, so it "
+                   "distributes over " +
+                   reducer_name(reducer_);
         return lr;
     }
 
@@ -378,8 +388,10 @@ private:
             degree = std::max(degree, d);
         }
         if (degree > max_taylor_degree)
-            fail("g is a polynomial of degree " + std::to_string(degree) + " in the producers; companions are "
-                 "derived up to degree " + std::to_string(max_taylor_degree));
+            fail("g is a polynomial of degree " + std::to_string(degree) +
+                 " in the producers; companions are "
+                 "derived up to degree " +
+                 std::to_string(max_taylor_degree));
         // Multi-indices a with |a| <= degree, and D_a = d^a p / a!.
         std::vector<std::vector<int>> alphas;
         std::function<void(size_t, std::vector<int> &, int)> gen = [&](size_t v, std::vector<int> &a, int left) {
@@ -433,7 +445,9 @@ private:
                 // Name companions after their derivative: t[d row_max], t[d2 row_max], ...
                 std::string nm = "t[d";
                 for (size_t v = 0; v < vars.size(); v++)
-                    if (kept[b][v]) nm += (kept[b][v] > 1 ? std::to_string(kept[b][v]) : "") + " " + pretty(ctx_.atom_info(vars[v]).expr);
+                    if (kept[b][v])
+                        nm += (kept[b][v] > 1 ? std::to_string(kept[b][v]) : "") + " " +
+                              pretty(ctx_.atom_info(vars[v]).expr);
                 name = nm + "]";
             }
             lr.names.push_back(name);
@@ -465,7 +479,8 @@ private:
                 throw InternalError("companion repair of " + target_ + " failed R1 for " + lr.names[b]);
         }
         if (!equal(ctx_, lr.maps[0], g)) throw InternalError("taylor: companion 0 is not g");
-        lr.proof = "R1: for each of the " + std::to_string(n) + " companions, g_b(r', c) equals sum_c coeff * g_c(r, c) "
+        lr.proof = "R1: for each of the " + std::to_string(n) +
+                   " companions, g_b(r', c) equals sum_c coeff * g_c(r, c) "
                    "in normal form (Taylor expansion of a polynomial is exact); R2: the update is linear in the state";
         return lr;
     }
@@ -497,7 +512,8 @@ private:
         for (const Monomial &m : S.terms[0].exp_arg->terms) {
             Poly term;
             term.terms = {m};
-            const std::string why = "the repair rescales by exp(" + to_string(term) + "), which between two partial "
+            const std::string why = "the repair rescales by exp(" + to_string(term) +
+                                    "), which between two partial "
                                     "values of the producers can overflow where the unfused algorithm does not; an "
                                     "exponent may read a producer only as - max or + min (FUSION.md §8)";
             if (m.exp_arg || m.powers.size() != 1 || m.powers.begin()->second != 1) fail(why);
@@ -512,8 +528,9 @@ private:
 
 }  // namespace
 
-Repair derive_repair(const std::string &target, Reducer reducer, const Expr &map, const std::vector<std::string> &producers,
-                     const std::string &rvar, const std::map<std::string, Sign> &facts,
+Repair derive_repair(const std::string &target, Reducer reducer, const Expr &map,
+                     const std::vector<std::string> &producers, const std::string &rvar,
+                     const std::map<std::string, Sign> &facts,
                      const std::map<std::string, Reducer> &producer_reducers) {
     Deriver d(target, reducer, producers, rvar, facts, producer_reducers);
     return d.derive(map);

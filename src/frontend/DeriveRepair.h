@@ -53,13 +53,13 @@ const char *repair_kind_name(RepairKind k);
  * (the old value r) and with a prime (the new value r'), e.g. row_max and row_max'. */
 struct Repair {
     RepairKind kind = RepairKind::None;
-    std::vector<std::string> names;        // companion names: t, then t[d/d row_max], ...
-    std::vector<Halide::Expr> maps;        // per-term map of each companion, in the old producer values
+    std::vector<std::string> names;  // companion names: t, then t[d/d row_max], ...
+    std::vector<Halide::Expr> maps;  // per-term map of each companion, in the old producer values
     std::vector<std::vector<Halide::Expr>> coeff;  // new_k = shift_k + sum_m coeff[k][m] * old_m (undefined = 0)
-    std::vector<Halide::Expr> shift;       // undefined = 0
-    std::vector<std::string> producers;    // the producer symbols the repair reads
-    Halide::Expr h;                        // new_0 written with Variables t (old_0) and the companion names
-    std::string proof;                     // how R1 and R2 were established
+    std::vector<Halide::Expr> shift;  // undefined = 0
+    std::vector<std::string> producers;  // the producer symbols the repair reads
+    Halide::Expr h;  // new_0 written with Variables t (old_0) and the companion names
+    std::string proof;  // how R1 and R2 were established
 };
 
 /** Derives the repair of `target` (for messages) whose update is t = reducer(t, map); `producers`

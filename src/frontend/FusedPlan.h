@@ -26,23 +26,23 @@ struct FusedStage {
     std::string name;
     Reducer reducer = Reducer::Sum;
     std::vector<std::string> args;  // pure variables, innermost first
-    Halide::Expr init;              // the pure definition
-    Halide::Expr map;               // g; producer values appear as float Variables named after the producer
+    Halide::Expr init;  // the pure definition
+    Halide::Expr map;  // g; producer values appear as float Variables named after the producer
     std::map<std::string, std::vector<Halide::Expr>> producer_args;  // where this stage reads each producer
     std::vector<std::string> producers;  // in chain order
     Repair repair;
     sym::Sign sign = sym::Sign::Unknown;  // known sign of the stage's values (for later repairs' proofs)
-    bool is_target = false;         // named as a target by the directive
+    bool is_target = false;  // named as a target by the directive
 };
 
 struct FusedPlan {
-    std::string directive;           // e.g. "fuse_reduction(acc, {row_max}, kv)", for messages
+    std::string directive;  // e.g. "fuse_reduction(acc, {row_max}, kv)", for messages
     std::vector<FusedStage> stages;  // dependence order: producers before the stages that read them
     std::string rvar;
     Halide::Expr rmin, rextent;
     Variant variant = Variant::Rolling;
     int tile = 64;
-    int chunks = 1;                  // split-K only
+    int chunks = 1;  // split-K only
     const FusedStage &stage(const std::string &name) const;
     /** A readable account: each stage, its reducer, map, repair and proof. */
     std::string describe() const;

@@ -460,7 +460,8 @@ Sign product(Sign a, Sign b) {
 
 Sign join(Sign a, Sign b) {  // either may hold
     if (a == b) return a;
-    if (nonneg(a) && nonneg(b)) return (a == Sign::Positive && b == Sign::Positive) ? Sign::Positive : Sign::NonNegative;
+    if (nonneg(a) && nonneg(b))
+        return (a == Sign::Positive && b == Sign::Positive) ? Sign::Positive : Sign::NonNegative;
     if (nonpos(a) && nonpos(b)) return Sign::NonPositive;
     return Sign::Unknown;
 }
@@ -468,8 +469,10 @@ Sign join(Sign a, Sign b) {  // either may hold
 Sign sum(Sign a, Sign b) {
     if (a == Sign::Zero) return b;
     if (b == Sign::Zero) return a;
-    if (nonneg(a) && nonneg(b)) return (a == Sign::Positive || b == Sign::Positive) ? Sign::Positive : Sign::NonNegative;
-    if (nonpos(a) && nonpos(b)) return (a == Sign::Negative || b == Sign::Negative) ? Sign::Negative : Sign::NonPositive;
+    if (nonneg(a) && nonneg(b))
+        return (a == Sign::Positive || b == Sign::Positive) ? Sign::Positive : Sign::NonNegative;
+    if (nonpos(a) && nonpos(b))
+        return (a == Sign::Negative || b == Sign::Negative) ? Sign::Negative : Sign::NonPositive;
     return Sign::Unknown;
 }
 

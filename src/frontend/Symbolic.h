@@ -23,7 +23,7 @@ struct Poly;
 
 struct Monomial {
     double coeff = 1;
-    std::map<int, int> powers;           // atom id -> exponent (never 0; negative for division)
+    std::map<int, int> powers;  // atom id -> exponent (never 0; negative for division)
     std::shared_ptr<const Poly> exp_arg;  // exp(arg) factor, or null
 };
 
@@ -37,8 +37,8 @@ struct Atom {
     Halide::Expr expr;
     std::string key;
     bool producer = false;  // reads a producer symbol (old or new value)
-    bool varying = false;   // changes along the reduction variable (reads it, or a load indexed by it)
-    bool is_symbol = false; // a producer symbol itself
+    bool varying = false;  // changes along the reduction variable (reads it, or a load indexed by it)
+    bool is_symbol = false;  // a producer symbol itself
 };
 
 /** Atoms and the names that give them meaning: producer symbols and the reduction variable. */
@@ -86,7 +86,7 @@ bool differentiate(const Context &ctx, const Poly &p, int id, Poly &out);
 /** Splits a monomial's factors into the part that depends on producers and the rest. */
 struct Split {
     Poly producer;  // one monomial (coefficient 1): producer atoms and the producer part of the exponent
-    Poly rest;      // one monomial: coefficient, non-producer atoms, the non-producer part of the exponent
+    Poly rest;  // one monomial: coefficient, non-producer atoms, the non-producer part of the exponent
     std::string blocking;  // non-empty if a factor mixes producers with values that vary along the reduction
 };
 Split split_monomial(const Context &ctx, const Monomial &m);

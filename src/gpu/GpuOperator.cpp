@@ -162,8 +162,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     check(neptune_get_device_info(&info), "device info");
     const AttentionSpec &a = spec.attention;
     // The Hopper path where the device has it (sm_90: wgmma and TMA), mma.sync elsewhere.
-    const GpuArch arch = !opt.arch.empty() ? parse_arch(opt.arch)
-                                            : (info.cc_major == 9 && info.cc_minor == 0 ? GpuArch::Sm90a : GpuArch::Sm80);
+    const GpuArch arch = !opt.arch.empty()
+                             ? parse_arch(opt.arch)
+                             : (info.cc_major == 9 && info.cc_minor == 0 ? GpuArch::Sm90a : GpuArch::Sm80);
     if (arch == GpuArch::Sm90a && !(info.cc_major == 9 && info.cc_minor == 0))
         throw std::invalid_argument("sm_90a kernels need an sm_90 device, not compute capability " +
                                     std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
@@ -171,10 +172,12 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // KV tile (k_s) and shared memory (how many of its blocks an SM holds).
     internal::LoweringChoices c = choices(opt, arch, opt.chunks ? opt.chunks : 1);
     // Decode's one-warp kernels: the pipeline depth by how many (batch, KV head) groups share the SMs.
-    if (a.decode && !opt.stages && opt.key_warps <= 1) c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
+    if (a.decode && !opt.stages && opt.key_warps <= 1)
+        c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
     // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
     if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
-        c.block_n = internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
+        c.block_n =
+            internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
     // Takes a lowering and, for decode, its chunk count.
     auto adopt = [&](internal::OperatorLowering lowered) {
         m.program = std::move(lowered.program);
@@ -182,17 +185,19 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         if (!a.decode) return;
         const tir::Kernel &partial = m.program.kernels.at(0);
         const int64_t chunks =
-            opt.chunks ? opt.chunks
-                       : internal::split_k_chunks(inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows,
-                                                  info.sm_count,
-                                                  internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
+            opt.chunks
+                ? opt.chunks
+                : internal::split_k_chunks(
+                      inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows, info.sm_count,
+                      internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
         internal::set_split_k_params(m.ints, chunks, opt.interleave_chunks);
     };
     adopt(internal::lower_operator(inst, c));
     if (a.decode) {
         const int64_t chunks = m.ints.at("chunks");
         if (c.cluster_merge == 1 && chunks > internal::kMaxClusterChunks)
-            throw std::invalid_argument(spec.name + ": a cluster merge takes at most " + std::to_string(internal::kMaxClusterChunks) +
+            throw std::invalid_argument(spec.name + ": a cluster merge takes at most " +
+                                        std::to_string(internal::kMaxClusterChunks) +
                                         " chunks (the portable cluster size), not " + std::to_string(chunks) +
                                         "; pass --chunks 8 or fewer, or --cluster-merge 0");
         // By the rule, a second lowering in the cluster form (lowered so when asked for): its state tiles
@@ -202,8 +207,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
             c.cluster_merge = 1;
             adopt(internal::lower_operator(inst, c));
             if (m.ints.at("chunks") != chunks)
-                throw InternalError(spec.name + ": the cluster merge changed the chunk count (" + std::to_string(chunks) + " -> " +
-                                    std::to_string(m.ints.at("chunks")) + "): its state tiles should alias the ring");
+                throw InternalError(spec.name + ": the cluster merge changed the chunk count (" +
+                                    std::to_string(chunks) + " -> " + std::to_string(m.ints.at("chunks")) +
+                                    "): its state tiles should alias the ring");
         }
     }
     // Ask the register allocator for no more blocks per SM than shared memory can hold (1 KB per block
@@ -211,8 +217,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // specialized kernels run one block per SM by design.
     for (tir::Kernel &k : m.program.kernels) {
         if (k.min_blocks_per_sm <= 0 || k.shared_bytes == 0 || k.producer_warps) continue;
-        k.min_blocks_per_sm = std::min(k.min_blocks_per_sm,
-                                       internal::resident_blocks(k.shared_bytes, info.max_shared_per_block_optin));
+        k.min_blocks_per_sm =
+            std::min(k.min_blocks_per_sm, internal::resident_blocks(k.shared_bytes, info.max_shared_per_block_optin));
         if (k.min_blocks_per_sm < 2) k.min_blocks_per_sm = 0;
     }
     m.ir_text = tir::to_string(m.program);
@@ -245,7 +251,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
             const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {cols * 2, rows * cols * 2};
             const unsigned box[2] = {64, unsigned(tm.box_rows)};
             maps.emplace_back();
-            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box, tm.l2_promotion),
+            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box,
+                                            tm.l2_promotion),
                   ("encoding " + tm.name).c_str());
         }
         m.maps.push_back(std::move(maps));

@@ -33,7 +33,8 @@ public:
 
 private:
     [[noreturn]] void fail(const std::string &why) const {
-        throw std::invalid_argument("integer expression '" + text_ + "': " + why + " at offset " + std::to_string(pos_));
+        throw std::invalid_argument("integer expression '" + text_ + "': " + why + " at offset " +
+                                    std::to_string(pos_));
     }
     void skip() {
         while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) pos_++;
@@ -56,9 +57,9 @@ private:
             n->kind = IntExpr::Node::Op;
             n->name = token();
             static const std::map<std::string, std::pair<size_t, size_t>> arity = {
-                {"+", {2, 2}}, {"-", {2, 2}}, {"*", {2, 2}}, {"/", {2, 2}}, {"%", {2, 2}}, {"min", {2, 2}},
-                {"max", {2, 2}}, {"==", {2, 2}}, {"!=", {2, 2}}, {"<", {2, 2}}, {"<=", {2, 2}}, {"&&", {2, 2}},
-                {"||", {2, 2}}, {"!", {1, 1}}, {"?", {3, 3}}};
+                {"+", {2, 2}},   {"-", {2, 2}},   {"*", {2, 2}},  {"/", {2, 2}},  {"%", {2, 2}},
+                {"min", {2, 2}}, {"max", {2, 2}}, {"==", {2, 2}}, {"!=", {2, 2}}, {"<", {2, 2}},
+                {"<=", {2, 2}},  {"&&", {2, 2}},  {"||", {2, 2}}, {"!", {1, 1}},  {"?", {3, 3}}};
             auto a = arity.find(n->name);
             if (a == arity.end()) fail("unknown operator '" + n->name + "'");
             for (;;) {
@@ -166,7 +167,8 @@ std::string base64_encode(const std::string &bytes) {
     out.reserve((bytes.size() + 2) / 3 * 4);
     size_t i = 0;
     for (; i + 2 < bytes.size(); i += 3) {
-        const uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+        const uint32_t v =
+            uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
         for (int s = 18; s >= 0; s -= 6) out += alphabet[(v >> s) & 63];
     }
     if (i < bytes.size()) {
@@ -204,32 +206,40 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-4"}, {"name", d.name}, {"jit", d.jit}, {"scalars", d.scalars},
-              {"chunks", d.chunks}, {"split_blocks", d.split_blocks}, {"split_keys", d.split_keys}};
+    json j = {{"format", "neptune-extern-4"}, {"name", d.name},     {"jit", d.jit},
+              {"scalars", d.scalars},         {"chunks", d.chunks}, {"split_blocks", d.split_blocks},
+              {"split_keys", d.split_keys}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
-        j["buffers"].push_back({{"name", t.name}, {"output", t.output}, {"type_code", t.type_code}, {"bits", t.bits},
-                                {"dims", t.dims}});
+        j["buffers"].push_back(
+            {{"name", t.name}, {"output", t.output}, {"type_code", t.type_code}, {"bits", t.bits}, {"dims", t.dims}});
     j["constraints"] = json::array();
     for (const Constraint &c : d.constraints) j["constraints"].push_back({{"expr", c.expr}, {"message", c.message}});
     j["sets"] = json::array();
     for (const KernelSet &s : d.sets) {
-        json js = {{"arch", s.arch},           {"codes", s.codes},         {"min_cc", s.min_cc},
-                   {"max_cc", s.max_cc},       {"tile_keys", s.tile_keys}, {"stages", s.stages},
-                   {"cluster", s.cluster}};
+        json js = {{"arch", s.arch},           {"codes", s.codes},   {"min_cc", s.min_cc},  {"max_cc", s.max_cc},
+                   {"tile_keys", s.tile_keys}, {"stages", s.stages}, {"cluster", s.cluster}};
         if (with_images) js["image"] = base64_encode(s.image);
         js["kernels"] = json::array();
         for (const KernelSpec &k : s.kernels) {
             json maps = json::array();
             for (const TensorMapSpec &m : k.maps)
-                maps.push_back({{"tensor", m.tensor}, {"dims", {m.dims[0], m.dims[1], m.dims[2]}}, {"box_rows", m.box_rows},
+                maps.push_back({{"tensor", m.tensor},
+                                {"dims", {m.dims[0], m.dims[1], m.dims[2]}},
+                                {"box_rows", m.box_rows},
                                 {"l2_promotion", m.l2_promotion}});
-            js["kernels"].push_back({{"name", k.name}, {"grid", {k.grid[0], k.grid[1], k.grid[2]}}, {"threads", k.threads},
-                                     {"shared_bytes", k.shared_bytes}, {"tensors", k.tensors}, {"maps", maps},
-                                     {"ints", k.ints}, {"cluster", k.cluster}});
+            js["kernels"].push_back({{"name", k.name},
+                                     {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+                                     {"threads", k.threads},
+                                     {"shared_bytes", k.shared_bytes},
+                                     {"tensors", k.tensors},
+                                     {"maps", maps},
+                                     {"ints", k.ints},
+                                     {"cluster", k.cluster}});
         }
         js["workspaces"] = json::array();
-        for (const WorkspaceSpec &w : s.workspaces) js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}, {"zeroed", w.zeroed}});
+        for (const WorkspaceSpec &w : s.workspaces)
+            js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}, {"zeroed", w.zeroed}});
         j["sets"].push_back(js);
     }
     return j;
@@ -290,7 +300,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
                 ks.cluster = k.at("cluster").get<std::string>();
                 s.kernels.push_back(ks);
             }
-            for (const json &w : js.at("workspaces")) s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>()});
+            for (const json &w : js.at("workspaces"))
+                s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>()});
             d.sets.push_back(std::move(s));
         }
     } catch (const std::exception &e) {  // json's errors and ours alike

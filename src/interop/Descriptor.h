@@ -62,9 +62,9 @@ struct KernelSpec {
     int threads = 128;
     int shared_bytes = 0;
     std::vector<std::string> tensors;  // kernel pointer arguments: buffer or workspace names, in order
-    std::vector<std::string> ints;     // its int arguments (after the TMA descriptors): scalar or derived names
+    std::vector<std::string> ints;  // its int arguments (after the TMA descriptors): scalar or derived names
     std::vector<TensorMapSpec> maps = {};  // its TMA descriptors, passed by value after the pointers
-    std::string cluster = "";              // blocks per thread block cluster along x ("": no clusters)
+    std::string cluster = "";  // blocks per thread block cluster along x ("": no clusters)
 };
 
 /** f32 scratch shared by the kernels of a set (split-K partial states). */
@@ -82,7 +82,7 @@ struct WorkspaceSpec {
  * `stages` copies in flight. The launcher takes the set that core/SplitChunks.h's decode_block_n and
  * decode_stages pick for the call (the JIT's rule), else the one with those stages, else the first. */
 struct KernelSet {
-    std::string arch;   // "sm_80", "sm_90a": the lowering's family, for messages
+    std::string arch;  // "sm_80", "sm_90a": the lowering's family, for messages
     std::string codes;  // what the image holds, e.g. "sm_80,compute_90"
     int min_cc = 0, max_cc = 1000;
     int tile_keys = 0, stages = 0;  // split-K: the partial kernel's; 0 otherwise
@@ -98,11 +98,11 @@ struct Constraint {
 };
 
 struct GroupDescriptor {
-    std::string id;     // a content hash: identifies the blob in the launcher's cache
-    std::string name;   // the fused group's output, for messages
-    bool jit = false;   // errors go through a JIT user context rather than halide_error
+    std::string id;  // a content hash: identifies the blob in the launcher's cache
+    std::string name;  // the fused group's output, for messages
+    bool jit = false;  // errors go through a JIT user context rather than halide_error
     std::vector<std::string> scalars;  // the extern's int32 scalar arguments, in order
-    std::vector<TensorSpec> buffers;   // the extern's buffer arguments, in order: inputs, then outputs
+    std::vector<TensorSpec> buffers;  // the extern's buffer arguments, in order: inputs, then outputs
     std::vector<Constraint> constraints;
     /** Split-K chunks: 0 none; > 0 fixed; -1 chosen at run time from the SM count with split_blocks
      * blocks over split_keys keys in the set's KV tiles of tile_keys (core/SplitChunks.h). The kernels

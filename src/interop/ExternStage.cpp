@@ -52,7 +52,8 @@ int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chu
     const KernelSet &c = d.sets.at(size_t(chosen));
     for (size_t i = 0; i < d.sets.size(); i++) {
         const KernelSet &s = d.sets[i];
-        if (!s.cluster || s.min_cc != c.min_cc || s.max_cc != c.max_cc || s.tile_keys != c.tile_keys || s.stages != c.stages)
+        if (!s.cluster || s.min_cc != c.min_cc || s.max_cc != c.max_cc || s.tile_keys != c.tile_keys ||
+            s.stages != c.stages)
             continue;
         // The AOT stage builds cluster sets only where the JIT's other conditions hold (one-warp blocks, sm_90a).
         if (internal::use_cluster_merge(-1, chunks, cc == 90, 1, 1, 1)) return int(i);
@@ -83,7 +84,8 @@ struct Group {
         std::vector<neptune_function *> functions;
         std::vector<std::array<IntExpr, 3>> grids;
         std::vector<IntExpr> clusters;  // per kernel: blocks per cluster along x (1 without clusters)
-        std::vector<std::vector<std::array<IntExpr, 3>>> map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
+        std::vector<std::vector<std::array<IntExpr, 3>>>
+            map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
         std::vector<IntExpr> workspace_elements;
     };
     std::map<int, Loaded> loaded;  // by index in desc.sets
@@ -103,7 +105,10 @@ std::atomic<neptune_halide_error_fn> jit_reporter{nullptr};
 std::atomic<bool> exiting{false};  // set by an atexit handler: the process is ending
 
 std::string type_name(int code, int bits) {
-    const char *c = code == halide_type_int ? "i" : code == halide_type_uint ? "u" : code == halide_type_float ? "f" : "bf";
+    const char *c = code == halide_type_int     ? "i"
+                    : code == halide_type_uint  ? "u"
+                    : code == halide_type_float ? "f"
+                                                : "bf";
     return c + std::to_string(bits);
 }
 
@@ -114,7 +119,8 @@ std::string dims_text(const TensorSpec &t) {
 }
 
 int report(void *user_context, const std::string &stage, bool jit, int code, const std::string &message) {
-    const std::string text = (stage.empty() ? std::string("Neptune: ") : "Neptune extern stage " + stage + ": ") + message;
+    const std::string text =
+        (stage.empty() ? std::string("Neptune: ") : "Neptune extern stage " + stage + ": ") + message;
     const neptune_halide_error_fn jit_report = jit_reporter.load();
     if (jit && jit_report) {
         jit_report(user_context, text.c_str());
@@ -167,10 +173,13 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
              const std::map<std::string, int64_t> &vars) {
     const TensorSpec &t = g.desc.buffers[i];
     const std::string what = (t.output ? "output buffer " : "buffer ") + t.name;
-    auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, what + " " + m); };
+    auto fail = [&](int code, const std::string &m) {
+        return report(uc, g.desc.name, g.desc.jit, code, what + " " + m);
+    };
     if (b->dimensions != int(t.dims.size()))
-        return fail(halide_error_code_bad_dimensions, "has " + std::to_string(b->dimensions) + " dimensions, expected " +
-                                                          std::to_string(t.dims.size()) + " " + dims_text(t));
+        return fail(halide_error_code_bad_dimensions, "has " + std::to_string(b->dimensions) +
+                                                          " dimensions, expected " + std::to_string(t.dims.size()) +
+                                                          " " + dims_text(t));
     if (b->type.code != t.type_code || b->type.bits != t.bits || b->type.lanes != 1)
         return fail(halide_error_code_bad_type, "has type " + type_name(b->type.code, b->type.bits) + ", expected " +
                                                     type_name(t.type_code, t.bits));
@@ -181,15 +190,16 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
             std::string m = "covers [" + std::to_string(d.min) + ", " + std::to_string(int64_t(d.min) + d.extent) +
                             ") in dimension " + std::to_string(k) + " (" + t.dims[k] + "), expected [0, " +
                             std::to_string(extents[k]) + ")";
-            m += t.output ? ": Neptune's kernels write whole outputs" : " from the extents " +
-                                                                           scalar_values(g.desc, vars);
+            m += t.output ? ": Neptune's kernels write whole outputs"
+                          : " from the extents " + scalar_values(g.desc, vars);
             return fail(halide_error_code_constraint_violated, m);
         }
         // Strides matter only for data: a query's output region has none.
         if (!b->is_bounds_query() && extents[k] > 1 && d.stride != stride)
-            return fail(halide_error_code_constraint_violated,
-                        "has stride " + std::to_string(d.stride) + " in dimension " + std::to_string(k) + ", expected " +
-                            std::to_string(stride) + ": Neptune's kernels read and write dense tensors");
+            return fail(halide_error_code_constraint_violated, "has stride " + std::to_string(d.stride) +
+                                                                   " in dimension " + std::to_string(k) +
+                                                                   ", expected " + std::to_string(stride) +
+                                                                   ": Neptune's kernels read and write dense tensors");
         stride *= extents[k];
     }
     return 0;
@@ -216,7 +226,8 @@ int probe(void *uc, Group &g) {
         if (!any) {
             g.probe_code = halide_error_code_gpu_device_error;
             g.probe_error = std::string("no kernels for ") + info.name + " (compute capability " +
-                            std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) + "); the library holds " + have;
+                            std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) +
+                            "); the library holds " + have;
         }
     }
     return g.probe_code ? report(uc, g.desc.name, g.desc.jit, g.probe_code, g.probe_error) : 0;
@@ -234,7 +245,8 @@ int load(void *uc, Group &g, int index) {
     if (!fresh) return l.code ? report(uc, g.desc.name, g.desc.jit, l.code, l.error) : 0;
     const KernelSet &set = g.desc.sets[size_t(index)];
     if (neptune_module_load(set.image.data(), &l.module) != NEPTUNE_OK)
-        return fail(halide_error_code_gpu_device_error, "loading the " + set.codes + " kernels: " + neptune_last_error());
+        return fail(halide_error_code_gpu_device_error,
+                    "loading the " + set.codes + " kernels: " + neptune_last_error());
     for (const KernelSpec &k : set.kernels) {
         neptune_function *f = nullptr;
         if (neptune_module_get_function(l.module, k.name.c_str(), &f) != NEPTUNE_OK)
@@ -244,7 +256,8 @@ int load(void *uc, Group &g, int index) {
         l.clusters.push_back(IntExpr::parse(k.cluster.empty() ? "1" : k.cluster));
         l.map_dims.emplace_back();
         for (const TensorMapSpec &m : k.maps)
-            l.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
+            l.map_dims.back().push_back(
+                {IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
     }
     for (const WorkspaceSpec &w : set.workspaces) l.workspace_elements.push_back(IntExpr::parse(w.elements));
     return 0;
@@ -255,7 +268,9 @@ int load(void *uc, Group &g, int index) {
 int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const halide_device_interface_t *cuda,
                    void **out, bool *allocated) {
     const TensorSpec &t = g.desc.buffers[i];
-    auto fail = [&](int code, const std::string &m) { return report(uc, g.desc.name, g.desc.jit, code, "buffer " + t.name + ": " + m); };
+    auto fail = [&](int code, const std::string &m) {
+        return report(uc, g.desc.name, g.desc.jit, code, "buffer " + t.name + ": " + m);
+    };
     if (t.output) {
         *allocated = !b->device;
         if (!b->device && cuda->device_malloc(uc, b, cuda) != 0)
@@ -273,10 +288,11 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
     }
     *out = reinterpret_cast<void *>(static_cast<uintptr_t>(b->device));
     if (neptune_check_device_pointer(*out) != NEPTUNE_OK)
-        return fail(halide_error_code_gpu_device_error,
-                    std::string(neptune_last_error()) +
-                        "; Halide's CUDA runtime must share Neptune's context (NeptuneHalide.h: link the extern stage's "
-                        "library, or neptune::share_cuda_context for JIT pipelines)");
+        return fail(
+            halide_error_code_gpu_device_error,
+            std::string(neptune_last_error()) +
+                "; Halide's CUDA runtime must share Neptune's context (NeptuneHalide.h: link the extern stage's "
+                "library, or neptune::share_cuda_context for JIT pipelines)");
     return 0;
 }
 
@@ -289,11 +305,11 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
     if (index >= 0 && g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
         const KernelSet &tuned = g.desc.sets[size_t(index)];
         const int64_t chunks =
-            g.desc.chunks > 0 ? g.desc.chunks
-                              : internal::split_k_chunks(split_blocks, g.split_keys.eval(vars),
-                                                         tuned.tile_keys, g.sm_count,
-                                                         internal::resident_blocks(tuned.kernels.at(0).shared_bytes,
-                                                                                   g.max_shared_per_block));
+            g.desc.chunks > 0
+                ? g.desc.chunks
+                : internal::split_k_chunks(
+                      split_blocks, g.split_keys.eval(vars), tuned.tile_keys, g.sm_count,
+                      internal::resident_blocks(tuned.kernels.at(0).shared_bytes, g.max_shared_per_block));
         internal::set_split_k_params(vars, chunks);
         // Its cluster-merge twin has the same tile and shared memory, so the same chunks.
         index = choose_cluster_set(g.desc, index, g.cc, chunks);
@@ -318,14 +334,15 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
             ptr = nullptr;
             size = 0;
             if (neptune_malloc(&ptr, bytes) != NEPTUNE_OK)
-                return fail(halide_error_code_device_malloc_failed, "workspace " + set.workspaces[w].name + ": " +
-                                                                        neptune_last_error());
+                return fail(halide_error_code_device_malloc_failed,
+                            "workspace " + set.workspaces[w].name + ": " + neptune_last_error());
             size = bytes;
             // Arrival counters start at zero (each launch leaves them zero); synchronous, before any
             // launch on this stream can count in them.
-            if (set.workspaces[w].zeroed && (neptune_memset_d8(ptr, 0, bytes) != NEPTUNE_OK || neptune_synchronize() != NEPTUNE_OK))
-                return fail(halide_error_code_device_malloc_failed, "zeroing workspace " + set.workspaces[w].name + ": " +
-                                                                        neptune_last_error());
+            if (set.workspaces[w].zeroed &&
+                (neptune_memset_d8(ptr, 0, bytes) != NEPTUNE_OK || neptune_synchronize() != NEPTUNE_OK))
+                return fail(halide_error_code_device_malloc_failed,
+                            "zeroing workspace " + set.workspaces[w].name + ": " + neptune_last_error());
         }
         address[set.workspaces[w].name] = ptr;
     }
@@ -351,14 +368,15 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         std::vector<Map> maps(ks.maps.size());
         for (size_t m = 0; m < ks.maps.size(); m++) {
             const std::array<IntExpr, 3> &d = l.map_dims[k][m];
-            const unsigned long long cols = (unsigned long long)d[0].eval(vars), rows = (unsigned long long)d[1].eval(vars),
+            const unsigned long long cols = (unsigned long long)d[0].eval(vars),
+                                     rows = (unsigned long long)d[1].eval(vars),
                                      planes = (unsigned long long)d[2].eval(vars);
             const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {2 * cols, 2 * cols * rows};
             const unsigned box[2] = {64, unsigned(ks.maps[m].box_rows)};
             if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, dims, strides, box,
                                           ks.maps[m].l2_promotion) != NEPTUNE_OK)
-                return fail(halide_error_code_device_run_failed, std::string("the TMA descriptor of ") + ks.maps[m].tensor +
-                                                                     ": " + neptune_last_error());
+                return fail(halide_error_code_device_run_failed,
+                            std::string("the TMA descriptor of ") + ks.maps[m].tensor + ": " + neptune_last_error());
             args.push_back(maps[m].bytes);
         }
         for (int32_t &v : ints) args.push_back(&v);
@@ -371,9 +389,9 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         // rather than at Halide's next copy.
         static const bool sync_each = std::getenv("NEPTUNE_SYNC_LAUNCHES") != nullptr;
         if (sync_each && neptune_synchronize() != NEPTUNE_OK)
-            return fail(halide_error_code_device_run_failed, ks.name + " (grid " + std::to_string(grid[0]) + "x" +
-                                                                 std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
-                                                                 "): " + neptune_last_error());
+            return fail(halide_error_code_device_run_failed,
+                        ks.name + " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" +
+                            std::to_string(grid[2]) + "): " + neptune_last_error());
     }
     // Mark what the kernels wrote. An output that came with device memory keeps the results there
     // (device-dirty); one that came with host memory only gets them back in it, and the device memory
@@ -384,10 +402,12 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         b->set_device_dirty(true);
         if (!allocated[i] || !b->host) continue;
         if (cuda->copy_to_host(uc, b) != 0)
-            return fail(halide_error_code_copy_to_host_failed, "copying " + g.desc.buffers[i].name + " back to the host failed");
+            return fail(halide_error_code_copy_to_host_failed,
+                        "copying " + g.desc.buffers[i].name + " back to the host failed");
         b->set_host_dirty(true);
         if (cuda->device_free(uc, b) != 0)
-            return fail(halide_error_code_device_free_failed, "freeing the device copy of " + g.desc.buffers[i].name + " failed");
+            return fail(halide_error_code_device_free_failed,
+                        "freeing the device copy of " + g.desc.buffers[i].name + " failed");
     }
     return 0;
 }
@@ -404,8 +424,15 @@ void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const
         set = k.arch + " (" + k.codes + ")";
         if (k.stages) set += ", " + std::to_string(k.tile_keys) + "-key tiles, " + std::to_string(k.stages) + " stages";
     }
-    const neptune_halide_trace_event e = {g.desc.name.c_str(), query ? 1 : 0, result, int(g.desc.buffers.size()), bufs,
-                                          names.data(), scalars, scalar_names.data(), int(g.desc.scalars.size()),
+    const neptune_halide_trace_event e = {g.desc.name.c_str(),
+                                          query ? 1 : 0,
+                                          result,
+                                          int(g.desc.buffers.size()),
+                                          bufs,
+                                          names.data(),
+                                          scalars,
+                                          scalar_names.data(),
+                                          int(g.desc.scalars.size()),
                                           set.c_str()};
     fn(&e);
 }
@@ -420,17 +447,20 @@ int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const
     const GroupDescriptor &d = g.desc;
     auto fail = [&](int code, const std::string &m) { return report(uc, d.name, d.jit, code, m); };
     if (n != int(d.buffers.size()) || d.scalars.size() > size_t(extern_scalars))
-        return fail(halide_error_code_internal_error, "called with " + std::to_string(n) + " buffers; its descriptor has " +
-                                                          std::to_string(d.buffers.size()));
+        return fail(
+            halide_error_code_internal_error,
+            "called with " + std::to_string(n) + " buffers; its descriptor has " + std::to_string(d.buffers.size()));
     std::map<std::string, int64_t> vars;
     for (size_t s = 0; s < d.scalars.size(); s++) vars[d.scalars[s]] = scalars[s];
     for (size_t c = 0; c < g.constraints.size(); c++)
         if (!g.constraints[c].eval(vars))
-            return fail(halide_error_code_constraint_violated, d.constraints[c].message + " (" + scalar_values(d, vars) + ")");
+            return fail(halide_error_code_constraint_violated,
+                        d.constraints[c].message + " (" + scalar_values(d, vars) + ")");
 
     bool query = false;
     for (int i = 0; i < n; i++) {
-        if (!bufs[i]) return fail(halide_error_code_buffer_argument_is_null, "buffer " + d.buffers[size_t(i)].name + " is NULL");
+        if (!bufs[i])
+            return fail(halide_error_code_buffer_argument_is_null, "buffer " + d.buffers[size_t(i)].name + " is NULL");
         // Halide's bounds queries pass query buffers for the inputs that are Funcs, and for the
         // output always (its region); a real output has host or device memory.
         query = query || bufs[i]->is_bounds_query();
@@ -443,9 +473,9 @@ int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const
         halide_buffer_t *b = bufs[i];
         if (!d.buffers[size_t(i)].output && b->is_bounds_query()) {
             if (b->dimensions != int(ext.size()))
-                return fail(halide_error_code_bad_dimensions, "buffer " + d.buffers[size_t(i)].name + " has " +
-                                                                  std::to_string(b->dimensions) + " dimensions, expected " +
-                                                                  std::to_string(ext.size()));
+                return fail(halide_error_code_bad_dimensions,
+                            "buffer " + d.buffers[size_t(i)].name + " has " + std::to_string(b->dimensions) +
+                                " dimensions, expected " + std::to_string(ext.size()));
             int64_t stride = 1;
             for (size_t k = 0; k < ext.size(); k++) {
                 b->dim[k].min = 0;
@@ -481,7 +511,8 @@ using neptune::interop::run;
 
 // ---- The entry points: one per buffer count, all the same launcher. ----------------------------
 
-#define NEPTUNE_SCALAR_PARAMS int32_t s0, int32_t s1, int32_t s2, int32_t s3, int32_t s4, int32_t s5, int32_t s6, int32_t s7
+#define NEPTUNE_SCALAR_PARAMS \
+    int32_t s0, int32_t s1, int32_t s2, int32_t s3, int32_t s4, int32_t s5, int32_t s6, int32_t s7
 #define NEPTUNE_P1 halide_buffer_t *b0
 #define NEPTUNE_P2 NEPTUNE_P1, halide_buffer_t *b1
 #define NEPTUNE_P3 NEPTUNE_P2, halide_buffer_t *b2
@@ -506,13 +537,13 @@ using neptune::interop::run;
 #define NEPTUNE_A10 NEPTUNE_A9, b9
 #define NEPTUNE_A11 NEPTUNE_A10, b10
 #define NEPTUNE_A12 NEPTUNE_A11, b11
-#define NEPTUNE_EXTERN(N)                                                                                      \
-    extern "C" int neptune_halide_extern_##N(void *user_context, const char *descriptor,                     \
-                                             const halide_device_interface_t *cuda, NEPTUNE_SCALAR_PARAMS,   \
-                                             NEPTUNE_P##N) {                                                 \
-        const int32_t s[] = {s0, s1, s2, s3, s4, s5, s6, s7};                                                \
-        halide_buffer_t *b[] = {NEPTUNE_A##N};                                                               \
-        return run(user_context, descriptor, cuda, s, b, N);                                                 \
+#define NEPTUNE_EXTERN(N)                                                                                  \
+    extern "C" int neptune_halide_extern_##N(void *user_context, const char *descriptor,                   \
+                                             const halide_device_interface_t *cuda, NEPTUNE_SCALAR_PARAMS, \
+                                             NEPTUNE_P##N) {                                               \
+        const int32_t s[] = {s0, s1, s2, s3, s4, s5, s6, s7};                                              \
+        halide_buffer_t *b[] = {NEPTUNE_A##N};                                                             \
+        return run(user_context, descriptor, cuda, s, b, N);                                               \
     }
 NEPTUNE_EXTERN(1)
 NEPTUNE_EXTERN(2)
@@ -532,14 +563,19 @@ namespace neptune::interop {
 std::string extern_function_name(int num_buffers) { return "neptune_halide_extern_" + std::to_string(num_buffers); }
 
 void *extern_function_address(int num_buffers) {
-    static void *const table[] = {
-        nullptr,
-        reinterpret_cast<void *>(&neptune_halide_extern_1),  reinterpret_cast<void *>(&neptune_halide_extern_2),
-        reinterpret_cast<void *>(&neptune_halide_extern_3),  reinterpret_cast<void *>(&neptune_halide_extern_4),
-        reinterpret_cast<void *>(&neptune_halide_extern_5),  reinterpret_cast<void *>(&neptune_halide_extern_6),
-        reinterpret_cast<void *>(&neptune_halide_extern_7),  reinterpret_cast<void *>(&neptune_halide_extern_8),
-        reinterpret_cast<void *>(&neptune_halide_extern_9),  reinterpret_cast<void *>(&neptune_halide_extern_10),
-        reinterpret_cast<void *>(&neptune_halide_extern_11), reinterpret_cast<void *>(&neptune_halide_extern_12)};
+    static void *const table[] = {nullptr,
+                                  reinterpret_cast<void *>(&neptune_halide_extern_1),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_2),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_3),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_4),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_5),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_6),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_7),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_8),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_9),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_10),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_11),
+                                  reinterpret_cast<void *>(&neptune_halide_extern_12)};
     return num_buffers >= 1 && num_buffers <= max_extern_buffers ? table[num_buffers] : nullptr;
 }
 
@@ -565,9 +601,9 @@ int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool
     (void)watch_exit;
     *cuda_context = nullptr;
     if (neptune_get_context(cuda_context) != NEPTUNE_OK) {
-        return neptune::interop::report(user_context, "", false, halide_error_code_gpu_device_error,
-                                        std::string("Halide's CUDA runtime cannot use Neptune's context: ") +
-                                            neptune_last_error());
+        return neptune::interop::report(
+            user_context, "", false, halide_error_code_gpu_device_error,
+            std::string("Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error());
     }
     return 0;
 }
@@ -594,7 +630,9 @@ int halide_cuda_get_stream(void *user_context, void *cuda_context, void **stream
     return neptune_halide_get_stream(user_context, cuda_context, stream);
 }
 
-neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn) { return neptune::interop::trace_fn.exchange(fn); }
+neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn) {
+    return neptune::interop::trace_fn.exchange(fn);
+}
 
 void neptune_halide_set_jit_error_reporter(neptune_halide_error_fn fn) { neptune::interop::jit_reporter = fn; }
 

@@ -28,8 +28,6 @@ Expr strip_casts(Expr e) {
     return e;
 }
 
-
-
 // guard(guard(x)) = guard(x): a user's safe max under the lowering's own guard reads once.
 Expr collapse_guards(const Expr &e) {
     class Collapse : public HI::IRMutator {
@@ -57,7 +55,8 @@ public:
     Program build() {
         // P·V steps over the keys in mma's k16 slices (an even number of n8 score tiles).
         if (bn() <= 0 || bn() % 16)
-            fail("KV tiles of " + std::to_string(bn()) + " keys: the tile backend needs a positive multiple of 16 (16, "
+            fail("KV tiles of " + std::to_string(bn()) +
+                 " keys: the tile backend needs a positive multiple of 16 (16, "
                  "32, 64 or 128)");
         recognise();
         Program p;
@@ -75,9 +74,14 @@ public:
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
-            p.fold = CombineFold{int_var("b") * int_var("kv_heads") + int_var("hkv"), int_var("batch") * int_var("kv_heads"), int_var("chunks"),
-                                 {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}}, kw(),
-                                 "p", combine_chunk_row0()};
+            p.fold =
+                CombineFold{int_var("b") * int_var("kv_heads") + int_var("hkv"),
+                            int_var("batch") * int_var("kv_heads"),
+                            int_var("chunks"),
+                            {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}},
+                            kw(),
+                            "p",
+                            combine_chunk_row0()};
         }
         return p;
     }
@@ -86,9 +90,9 @@ private:
     struct StageInfo {
         const FusedStage *st;
         std::string name;  // readable, unique
-        bool tile = false; // indexed by the V column: a dot with V
+        bool tile = false;  // indexed by the V column: a dot with V
         bool frontier = false;
-        Expr term;         // per-key term: the map, or for tile stages its factor besides V
+        Expr term;  // per-key term: the map, or for tile stages its factor besides V
         std::vector<std::string> producers;  // readable names
     };
     struct OutputInfo {
@@ -107,7 +111,7 @@ private:
     int bm() const { return 16 * opt_.warps; }
     int bn() const { return opt_.block_n; }  // keys per warp and tile
     int kw() const { return opt_.key_warps; }
-    int bt() const { return bn() * kw(); }     // keys per shared K/V tile (the key-split warps' slices)
+    int bt() const { return bn() * kw(); }  // keys per shared K/V tile (the key-split warps' slices)
     // The key of score column `col` in KV tile j: with key-split warps, warp row / 16 holds slice row / 16.
     Expr key_of_col() const {
         const Expr slice = kw() > 1 ? (int_var("row") / 16) * bn() : Expr(0);
@@ -159,7 +163,8 @@ private:
             si.frontier = &s == front;
             for (const std::string &p : s.producers) si.producers.push_back(names[p]);
             if (s.repair.maps.size() != 1)
-                fail(s.name + " carries companions (" + repair_kind_name(s.repair.kind) + "); the tile backend "
+                fail(s.name + " carries companions (" + repair_kind_name(s.repair.kind) +
+                     "); the tile backend "
                      "lowers single-state repairs for now");
             std::map<std::string, Expr> rn;
             const size_t off = s.args.size() == 4 ? 1 : 0;
@@ -315,8 +320,8 @@ private:
         std::map<std::string, Expr> rn;
         const size_t n = fn.args().size();
         if (n != 3 && n != 4) fail("output " + o.name() + " must be indexed by ([e,] i, h, b)");
-        const std::vector<std::string> canon_args = n == 4 ? std::vector<std::string>{"e", "i", "h", "b"}
-                                                           : std::vector<std::string>{"i", "h", "b"};
+        const std::vector<std::string> canon_args =
+            n == 4 ? std::vector<std::string>{"e", "i", "h", "b"} : std::vector<std::string>{"i", "h", "b"};
         for (size_t a = 0; a < n; a++) rn[fn.args()[a]] = int_var(canon_args[a]);
         Expr v = HI::substitute(rn, HI::substitute_in_all_lets(fn.values()[0]));
         class Rep : public HI::IRMutator {
@@ -424,7 +429,8 @@ private:
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
         b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), int_var("j") * bt(), bind(k_base(), rows),
-                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bt(), Expr(opt_.head_dim_qk)));
+                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bt(),
+                                   Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
         b.push_back(key_split(make_dot("s", "q_a", "k_s", true)));
         std::map<std::string, Expr> cols = rows;
@@ -478,9 +484,10 @@ private:
                     // Overwrite the scores when no later stage reads them: one register tile fewer.
                     bool later = false;
                     for (size_t i = this_stage + 1; i < stages_.size(); i++)
-                        later = later || (HI::expr_uses_var(stages_[i].term, "s") &&
-                                          sym::pretty(collapse_guards(bind(HI::substitute(prod_new, stages_[i].term),
-                                                                           cols))) != key);
+                        later = later ||
+                                (HI::expr_uses_var(stages_[i].term, "s") &&
+                                 sym::pretty(collapse_guards(bind(HI::substitute(prod_new, stages_[i].term), cols))) !=
+                                     key);
                     term_tile = later || this_stage > last_s_reader ? "p" + std::to_string(tiles_by_term.size()) : "s";
                     if (term_tile != "s") k.values[term_tile] = acc_tile(bn());
                     b.push_back(make_map(term_tile, term, "term of " + si.name));
@@ -492,8 +499,8 @@ private:
                     k.values[si.name + "_scale"] = row_vec();
                     // h(0) = 0 keeps an empty state empty; a factor clamped to the largest float keeps it so
                     // when a guarded producer (0 for an empty max) lies far above the new value: 0 * inf is NaN.
-                    b.push_back(make_row_map(si.name + "_scale", Halide::min(scale, Expr(3.4e38f)),
-                                             "repair of " + si.name));
+                    b.push_back(
+                        make_row_map(si.name + "_scale", Halide::min(scale, Expr(3.4e38f)), "repair of " + si.name));
                     b.push_back(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale")));
                 }
                 const std::string pa = term_tile + "_a";
@@ -502,9 +509,9 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bt(), bind(v_base(), rows),
-                                               Expr(opt_.head_dim_v), int_var("seq_kv") - int_var("j") * bt(),
-                                               Expr(opt_.head_dim_v)));
+                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bt(),
+                                               bind(v_base(), rows), Expr(opt_.head_dim_v),
+                                               int_var("seq_kv") - int_var("j") * bt(), Expr(opt_.head_dim_v)));
                     loaded_v = true;
                 }
                 b.push_back(key_split(make_dot(si.name, pa, "v_s", false)));
@@ -534,7 +541,8 @@ private:
     // Element offsets of the slices, over canonical (h, b) and loop variable j.
     Expr kv_plane() const { return int_var("b") * int_var("kv_heads") + hk_; }
     Expr k_base() const {
-        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) * opt_.head_dim_qk;
+        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) *
+               opt_.head_dim_qk;
     }
     Expr v_base() const {
         return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) * opt_.head_dim_v;
@@ -564,11 +572,13 @@ private:
                   const Expr &valid_rows) {
         for (const StageInfo &si : stages_) {
             const Expr init = si.st->init;
-            if (HI::equal(init, reducer_identity(si.st->reducer)) || (si.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
+            if (HI::equal(init, reducer_identity(si.st->reducer)) ||
+                (si.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
                 continue;
             if (!HI::is_const(init)) fail(si.name + "'s initial value must be a constant");
-            b.push_back(si.tile ? make_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)))
-                                : make_row_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)), "initial value"));
+            b.push_back(
+                si.tile ? make_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)))
+                        : make_row_map(si.name, reducer_combine(si.st->reducer, init, fvar(si.name)), "initial value"));
         }
         for (const OutputInfo &o : outs_) {
             const std::string v = "o_" + o.tensor;
@@ -598,15 +608,17 @@ private:
     std::vector<ScalarDef> heaviest_first_order() const {
         const Expr tiles = int_var("grid_x"), rows = int_var("batch") * int_var("q_heads");
         const Expr group = int_var("q_heads") / int_var("kv_heads"), per_group = group * (tiles + 1);
-        return {{"block_rank", int_var("block_x") + tiles * (int_var("block_y") + int_var("q_heads") * int_var("block_z"))},
-                {"section_rows", group * Halide::max(1, (2 * int_var("sm_count") + per_group / 2) / per_group)},
-                {"section", int_var("block_rank") / (int_var("section_rows") * tiles)},
-                {"section_rank", int_var("block_rank") % (int_var("section_rows") * tiles)},
-                {"section_size", Halide::min(int_var("section_rows"), rows - int_var("section") * int_var("section_rows"))},
-                {"head_row", int_var("section") * int_var("section_rows") + int_var("section_rank") % int_var("section_size")},
-                {"q0", (tiles - 1 - int_var("section_rank") / int_var("section_size")) * bm()},
-                {"h", int_var("head_row") % int_var("q_heads")},
-                {"b", int_var("head_row") / int_var("q_heads")}};
+        return {
+            {"block_rank", int_var("block_x") + tiles * (int_var("block_y") + int_var("q_heads") * int_var("block_z"))},
+            {"section_rows", group * Halide::max(1, (2 * int_var("sm_count") + per_group / 2) / per_group)},
+            {"section", int_var("block_rank") / (int_var("section_rows") * tiles)},
+            {"section_rank", int_var("block_rank") % (int_var("section_rows") * tiles)},
+            {"section_size", Halide::min(int_var("section_rows"), rows - int_var("section") * int_var("section_rows"))},
+            {"head_row",
+             int_var("section") * int_var("section_rows") + int_var("section_rank") % int_var("section_size")},
+            {"q0", (tiles - 1 - int_var("section_rank") / int_var("section_size")) * bm()},
+            {"h", int_var("head_row") % int_var("q_heads")},
+            {"b", int_var("head_row") / int_var("q_heads")}};
     }
 
     Kernel rolling_kernel() {
@@ -622,11 +634,13 @@ private:
             k.scalars = {{"q0", int_var("block_x") * bm()}, {"h", int_var("block_y")}, {"b", int_var("block_z")}};
         }
         k.scalars.push_back({"n_tiles", (int_var("seq_kv") + bn() - 1) / bn()});
-        const std::map<std::string, Expr> rows = {{"i", int_var("q0") + int_var("row")}, {"h", int_var("h")}, {"b", int_var("b")}};
+        const std::map<std::string, Expr> rows = {
+            {"i", int_var("q0") + int_var("row")}, {"h", int_var("h")}, {"b", int_var("b")}};
         Block body;
         const Expr q_plane = int_var("b") * int_var("q_heads") + int_var("h");
-        body.push_back(make_view_load("q_s", q_, q_plane, int_var("q0"), (q_plane * int_var("seq_q") + int_var("q0")) * opt_.head_dim_qk,
-                                      Expr(opt_.head_dim_qk), int_var("seq_q") - int_var("q0"), Expr(opt_.head_dim_qk)));
+        body.push_back(make_view_load(
+            "q_s", q_, q_plane, int_var("q0"), (q_plane * int_var("seq_q") + int_var("q0")) * opt_.head_dim_qk,
+            Expr(opt_.head_dim_qk), int_var("seq_q") - int_var("q0"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
@@ -667,17 +681,20 @@ private:
         // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
         hk_ = int_var("hkv");
         Block body;
-        body.push_back(make_load("q_s", q_, (int_var("b") * int_var("q_heads") + int_var("h0")) * int_var("seq_q") * opt_.head_dim_qk,
-                                 int_var("seq_q") * opt_.head_dim_qk, int_var("group"), Expr(opt_.head_dim_qk)));
+        body.push_back(make_load(
+            "q_s", q_, (int_var("b") * int_var("q_heads") + int_var("h0")) * int_var("seq_q") * opt_.head_dim_qk,
+            int_var("seq_q") * opt_.head_dim_qk, int_var("group"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
         body.push_back(make_loop("j", Expr(0), int_var("n_tiles"), state_names(), tile_step(k, rows)));
         // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
         // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
-        const Expr row0 = kw() > 1 ? (int_var("chunk") * int_var("batch") * int_var("kv_heads") + int_var("b") * int_var("kv_heads") +
-                                      int_var("hkv")) * bm()
-                                   : int_var("chunk") * int_var("batch") * int_var("q_heads") + int_var("b") * int_var("q_heads") + int_var("h0");
+        const Expr row0 = kw() > 1 ? (int_var("chunk") * int_var("batch") * int_var("kv_heads") +
+                                      int_var("b") * int_var("kv_heads") + int_var("hkv")) *
+                                         bm()
+                                   : int_var("chunk") * int_var("batch") * int_var("q_heads") +
+                                         int_var("b") * int_var("q_heads") + int_var("h0");
         const Expr stored = kw() > 1 ? Expr(bm()) : int_var("group");
         for (const StageInfo &si : stages_) {
             k.tensors.push_back({"ws_" + si.name, DType::F32, true});
@@ -713,8 +730,10 @@ private:
                      {"n_rows", int_var("batch") * int_var("q_heads")},
                      {"r_valid", int_var("n_rows") - int_var("r0")}};
         const Expr valid = int_var("r_valid");
-        const Expr r = Halide::min(int_var("r0") + int_var("row"), int_var("n_rows") - 1);  // padding rows stay in bounds
-        const std::map<std::string, Expr> rows = {{"i", Expr(0)}, {"h", r % int_var("q_heads")}, {"b", r / int_var("q_heads")}};
+        const Expr r =
+            Halide::min(int_var("r0") + int_var("row"), int_var("n_rows") - 1);  // padding rows stay in bounds
+        const std::map<std::string, Expr> rows = {
+            {"i", Expr(0)}, {"h", r % int_var("q_heads")}, {"b", r / int_var("q_heads")}};
         Block body;
         init_states(k, body);
         // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps, in the
@@ -742,10 +761,12 @@ private:
                 k.values[part + "_scale"] = row_vec();
                 // The running factor clamped: an empty state (0) under a guarded producer far above the
                 // new value stays 0 rather than 0 * inf; a chunk's empty partial (0) adds nothing.
-                step.push_back(make_row_map(si.name + "_scale", Halide::min(scale_run, Expr(3.4e38f)), "repair of " + si.name));
+                step.push_back(
+                    make_row_map(si.name + "_scale", Halide::min(scale_run, Expr(3.4e38f)), "repair of " + si.name));
                 step.push_back(make_row_map(part + "_scale", scale_part, "repair of chunk p"));
-                step.push_back(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale") +
-                                                     Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
+                step.push_back(make_map(
+                    si.name, fvar(si.name) * fvar(si.name + "_scale") +
+                                 Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
                 continue;
             }
             k.values[si.name + "_new"] = row_vec();
@@ -833,7 +854,8 @@ private:
             Block step;
             std::vector<std::string> carried;
             for (size_t i = 0; i < stages_.size(); i++)  // the chunk's partials: independent loads, issued together
-                if (level[i] == l || needed.count(stages_[i].name)) load_partial(k, step, stages_[i], chunk_row0, valid);
+                if (level[i] == l || needed.count(stages_[i].name))
+                    load_partial(k, step, stages_[i], chunk_row0, valid);
             for (size_t i = 0; i < stages_.size(); i++) {
                 const StageInfo &si = stages_[i];
                 if (level[i] != l) continue;
@@ -846,12 +868,14 @@ private:
                     // A chunk's empty partial (0) adds nothing, also where its factor would overflow.
                     k.values[part + "_scale"] = row_vec();
                     step.push_back(make_row_map(part + "_scale", scale, "repair of chunk p"));
-                    step.push_back(make_map(si.name, fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f,
-                                                                                    fvar(part) * fvar(part + "_scale"))));
+                    step.push_back(make_map(
+                        si.name,
+                        fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
                     continue;
                 }
-                step.push_back(make_row_map(si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired(si, part, scale, shift)),
-                                            si.producers.empty() ? "" : "chunk p repaired to the final producers"));
+                step.push_back(make_row_map(
+                    si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired(si, part, scale, shift)),
+                    si.producers.empty() ? "" : "chunk p repaired to the final producers"));
             }
             body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), carried, step));
         }

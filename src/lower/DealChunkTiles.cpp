@@ -17,8 +17,8 @@ bool has_scalar(const Kernel &k, const std::string &name) {
 }  // namespace
 
 Kernel deal_chunk_tiles(const Kernel &k) {
-    const bool partial = has_scalar(k, "chunk") &&
-                         std::find(k.int_params.begin(), k.int_params.end(), "chunks") != k.int_params.end();
+    const bool partial =
+        has_scalar(k, "chunk") && std::find(k.int_params.begin(), k.int_params.end(), "chunks") != k.int_params.end();
     if (!partial) return k;
     Kernel out = k;
     bool changed = false;
@@ -33,14 +33,16 @@ Kernel deal_chunk_tiles(const Kernel &k) {
         out.scalars.push_back(
             {"j_first", HI::simplify(Halide::select(interleaved, begin + (chunk - begin) % chunks, run_first))});
         out.scalars.push_back({"j_step", Halide::select(interleaved, chunks, 1)});
-        out.scalars.push_back({"n_own", HI::simplify(Halide::max(
-                                            Halide::select(interleaved, (end - int_var("j_first") + chunks - 1) / chunks,
-                                                           Halide::min(run, end - int_var("j_first"))),
-                                            0))});
+        out.scalars.push_back(
+            {"n_own",
+             HI::simplify(Halide::max(Halide::select(interleaved, (end - int_var("j_first") + chunks - 1) / chunks,
+                                                     Halide::min(run, end - int_var("j_first"))),
+                                      0))});
         const Expr tile = int_var("j_first") + int_var("j_step") * int_var("t");
         Block body;
         for (const Stmt &b : s->body)
-            body.push_back(with_exprs(b, [&](const Expr &e) { return HI::substitute("j", tile, e); }, true));
+            body.push_back(with_exprs(
+                b, [&](const Expr &e) { return HI::substitute("j", tile, e); }, true));
         s = with(s, [&](Node &n) {
             n.var = "t";
             n.begin = Expr(0);

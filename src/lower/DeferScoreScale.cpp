@@ -68,8 +68,10 @@ private:
             k_.values[t] = {DType::F32, k_.rows(), 1, Scope::Register, Layout::RowVector};
             out.push_back(make_fill(t, n.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
             out.push_back(make_reduce(t, n.op, s_));
-            const Expr d = HI::Variable::make(Halide::Float(32), n.dst), r = HI::Variable::make(Halide::Float(32), t) * c_;
-            out.push_back(make_row_map(n.dst, n.op == ReduceOp::Max ? Halide::max(d, r) : d + r, "the deferred score scale"));
+            const Expr d = HI::Variable::make(Halide::Float(32), n.dst),
+                       r = HI::Variable::make(Halide::Float(32), t) * c_;
+            out.push_back(
+                make_row_map(n.dst, n.op == ReduceOp::Max ? Halide::max(d, r) : d + r, "the deferred score scale"));
             return true;
         }
         case NodeKind::IfThen: {

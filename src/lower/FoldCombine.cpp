@@ -45,7 +45,8 @@ Block cluster_loads(const Block &body, const std::map<std::string, std::string> 
         }
         if (!s->tensor.empty() && shared_of.count(s->tensor))
             fail("the combine touches workspace '" + s->tensor + "' other than by loading chunk states");
-        out.push_back(s->body.empty() ? s : with(s, [&](Node &n) { n.body = cluster_loads(n.body, shared_of, fold, fail); }));
+        out.push_back(
+            s->body.empty() ? s : with(s, [&](Node &n) { n.body = cluster_loads(n.body, shared_of, fold, fail); }));
     }
     return out;
 }
@@ -87,7 +88,8 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
     }
     for (const auto &[name, type] : combine.values) {
         const auto own = k.values.find(name);
-        if (own == k.values.end()) k.values[name] = type;
+        if (own == k.values.end())
+            k.values[name] = type;
         else if (own->second.str() != type.str())
             fail("value '" + name + "' is " + own->second.str() + " in one kernel and " + type.str() + " in the other");
     }

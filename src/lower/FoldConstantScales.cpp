@@ -23,8 +23,7 @@ public:
     Expr visit(const HI::Div *op) override {
         const Expr a = mutate(op->a), b = mutate(op->b);
         const HI::FloatImm *c = float_constant(b);
-        if (op->type == Halide::Float(32) && c && c->value != 0)
-            return product(a, double(float(1.0 / c->value)));
+        if (op->type == Halide::Float(32) && c && c->value != 0) return product(a, double(float(1.0 / c->value)));
         return HI::Div::make(a, b);
     }
 

@@ -23,7 +23,8 @@ Expr times(const Expr &x, double f) {
 
 class Hoister : public HI::IRMutator {
 public:
-    Hoister(const Kernel &k, const std::string &dst, Kernel &out, Block &pre) : k_(k), dst_(dst), out_(out), pre_(pre) {}
+    Hoister(const Kernel &k, const std::string &dst, Kernel &out, Block &pre)
+        : k_(k), dst_(dst), out_(out), pre_(pre) {}
     using HI::IRMutator::visit;
 
     Expr mutate(const Expr &e) override {
@@ -72,9 +73,7 @@ private:
     Expr hoist(const Expr &e) {
         if (!worth_hoisting(e)) return e;
         std::string name;
-        do {
-            name = dst_ + "_r" + std::to_string(count_++);
-        } while (out_.values.count(name));
+        do { name = dst_ + "_r" + std::to_string(count_++); } while (out_.values.count(name));
         out_.values[name] = {DType::F32, k_.rows(), 1, Scope::Register, Layout::RowVector};
         pre_.push_back(make_row_map(name, e, "row-invariant part of " + dst_));
         return HI::Variable::make(Halide::Float(32), name);

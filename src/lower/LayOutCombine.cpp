@@ -77,8 +77,9 @@ private:
         for (const std::set<std::string> *names : {&reads, &writes})
             for (const std::string &v : *names) {
                 const TileType &t = k_.values.at(v);
-                if (t.scope != Scope::Register || (t.layout != Layout::MmaAccumulator && t.layout != Layout::RowVector) ||
-                    t.elem != DType::F32 || t.rows != k_.rows() || (t.layout == Layout::MmaAccumulator && t.cols % 4))
+                if (t.scope != Scope::Register ||
+                    (t.layout != Layout::MmaAccumulator && t.layout != Layout::RowVector) || t.elem != DType::F32 ||
+                    t.rows != k_.rows() || (t.layout == Layout::MmaAccumulator && t.cols % 4))
                     return false;
                 touched_.insert(v);
             }
@@ -175,9 +176,7 @@ Stmt strip_of(const Stmt &s, const Halide::Expr &first) {
             n.valid_rows = HI::simplify(n.valid_rows - first);
             break;
         case NodeKind::TileMap:
-        case NodeKind::RowMap:
-            n.value = HI::substitute("row", int_var("row") + first, n.value);
-            break;
+        case NodeKind::RowMap: n.value = HI::substitute("row", int_var("row") + first, n.value); break;
         default: break;
         }
         for (Stmt &b : n.body) b = strip_of(b, first);
@@ -191,8 +190,9 @@ Halide::Expr most_rows(const Block &body, int rows) {
         for (const Stmt &s : b) {
             const bool slice = s->kind == NodeKind::TileLoad || s->kind == NodeKind::TileStore ||
                                s->kind == NodeKind::RowLoad || s->kind == NodeKind::RowStore;
-            if (slice) most = most.defined() && !HI::graph_equal(most, s->valid_rows) ? Halide::max(most, s->valid_rows)
-                                                                                      : s->valid_rows;
+            if (slice)
+                most = most.defined() && !HI::graph_equal(most, s->valid_rows) ? Halide::max(most, s->valid_rows)
+                                                                               : s->valid_rows;
             walk(s->body);
         }
     };

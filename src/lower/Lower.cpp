@@ -36,7 +36,9 @@ public:
     }
     void operator()(const char *pass, const tir::Program &p) {
         const auto now = std::chrono::steady_clock::now();
-        if (time_) std::fprintf(stderr, "[neptune] %-22s %8.3f ms\n", pass, std::chrono::duration<double, std::milli>(now - last_).count());
+        if (time_)
+            std::fprintf(stderr, "[neptune] %-22s %8.3f ms\n", pass,
+                         std::chrono::duration<double, std::milli>(now - last_).count());
         last_ = now;
         tir::verify(p);
         if (print_) std::fprintf(stderr, "[neptune] after %s:\n%s\n", pass, tir::to_string(p).c_str());
@@ -115,11 +117,16 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("select_mma", p);
     p = each_kernel(p, swizzle_shared_tiles);  // the mma.sync kernels' shared layouts, as select_mma set wgmma's
     log("swizzle_shared_tiles", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages, opt.tma_l2_promotion); });  // TMA for select_mma's wgmma kernels
+    p = each_kernel(p, [&](const tir::Kernel &k) {
+        return specialize_warps(k, opt.stages, opt.tma_l2_promotion);
+    });  // TMA for select_mma's wgmma kernels
     log("specialize_warps", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
+    p = each_kernel(
+        p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
-    p = each_kernel(p, [&](const tir::Kernel &k) { return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion); });  // the kernels left over
+    p = each_kernel(p, [&](const tir::Kernel &k) {
+        return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion);
+    });  // the kernels left over
     log("pipeline_loads", p);
     p = fold_combine(p, opt.fold_combine, opt.cluster_merge);  // after each kernel's own passes
     log("fold_combine", p);

@@ -19,25 +19,25 @@ struct LowerOptions {
     GpuArch arch = GpuArch::Sm80;
     DType dtype = DType::F16;
     int head_dim_qk = 128, head_dim_v = 128;  // padded to multiples of 16 inside the kernel
-    int warps = 4;                            // 16 query rows per warp: block_m = 16 * warps
-    int block_n = 64;                         // keys per tile (the plan's tile)
-    int stages = 2;                           // pipelined copies of K and V
-    bool decode = false;                      // one query row per head: rows are the heads of a KV group
-    int min_blocks_per_sm = 0;                // occupancy target for the register allocator (0: none)
-    bool wgmma = false;                       // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
-    int overlap = 2;                          // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
-    int unroll_chunks = 1;                    // loops over global loads only (split-K combine): chunks in flight; 1 off
-    bool fold_combine = true;                 // split-K: the last block of each group combines (one kernel)
-    bool warp_rows_combine = true;            // split-K: the combine in warp-rows registers (lay_out_combine)
-    bool two_pass_combine = false;            // split-K: the combine ends the producers over all chunks first,
-                                              // then merges the dependent states (no running repair)
-    bool cluster_merge = false;               // split-K, folded: a group's chunk blocks are a cluster merging
-                                              // through shared memory (sm_90a; fold_combine)
-    bool tma_loads = false;                   // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
-                                              // (one thread per tile, mbarriers) instead of cp.async
-    int tma_l2_promotion = 256;               // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
-    int key_warps = 1;                        // decode: warps of a block sharing each KV tile, warp w taking
-                                              // its w-th block_n keys with its own state (the combine merges them)
+    int warps = 4;  // 16 query rows per warp: block_m = 16 * warps
+    int block_n = 64;  // keys per tile (the plan's tile)
+    int stages = 2;  // pipelined copies of K and V
+    bool decode = false;  // one query row per head: rows are the heads of a KV group
+    int min_blocks_per_sm = 0;  // occupancy target for the register allocator (0: none)
+    bool wgmma = false;  // sm_90a: wgmma + TMA + warp specialization for the rolling kernel
+    int overlap = 2;  // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
+    int unroll_chunks = 1;  // loops over global loads only (split-K combine): chunks in flight; 1 off
+    bool fold_combine = true;  // split-K: the last block of each group combines (one kernel)
+    bool warp_rows_combine = true;  // split-K: the combine in warp-rows registers (lay_out_combine)
+    bool two_pass_combine = false;  // split-K: the combine ends the producers over all chunks first,
+        // then merges the dependent states (no running repair)
+    bool cluster_merge = false;  // split-K, folded: a group's chunk blocks are a cluster merging
+        // through shared memory (sm_90a; fold_combine)
+    bool tma_loads = false;  // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
+        // (one thread per tile, mbarriers) instead of cp.async
+    int tma_l2_promotion = 256;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
+    int key_warps = 1;  // decode: warps of a block sharing each KV tile, warp w taking
+        // its w-th block_n keys with its own state (the combine merges them)
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is

@@ -15,8 +15,8 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     const int group = a.q_heads / a.kv_heads;
     const bool windowed = a.mask == Mask::Window;
     LowerOptions lo = default_lower_options(c.arch, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group, windowed);
-    if (c.wgmma == 0 && lo.wgmma) lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v,
-                                                             a.decode, group);
+    if (c.wgmma == 0 && lo.wgmma)
+        lo = default_lower_options(GpuArch::Sm80, spec.dtype, a.head_dim_qk, a.head_dim_v, a.decode, group);
     lo.arch = c.arch;
     if (c.wgmma == 1) {
         lo.wgmma = true;
@@ -47,18 +47,20 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
                                std::to_string(group));
         if (lo.wgmma) throw CompileError(spec.name + ": key-split warps are mma.sync kernels");
         if (c.warps && c.warps != c.key_warps)
-            throw CompileError(spec.name + ": key-split blocks have one warp per slice: warps " + std::to_string(c.warps) +
-                               " and key warps " + std::to_string(c.key_warps) + " disagree (leave warps at 0)");
+            throw CompileError(spec.name + ": key-split blocks have one warp per slice: warps " +
+                               std::to_string(c.warps) + " and key warps " + std::to_string(c.key_warps) +
+                               " disagree (leave warps at 0)");
         lo.key_warps = c.key_warps;
         lo.warps = c.key_warps;
     }
     if (c.cluster_merge == 1) {
-        const std::string why = !a.decode                      ? "it is for decode (split-K)"
-                                : c.arch != GpuArch::Sm90a      ? "thread block clusters need sm_90a, not " + std::string(arch_name(c.arch))
-                                : !lo.fold_combine              ? "it is a form of the folded combine (fold_combine 0 asked for two kernels)"
-                                : lo.key_warps > 1 || lo.warps != 1 ? "it merges one-warp blocks (one state each); this kernel has " +
-                                                                         std::to_string(lo.warps) + " warps"
-                                                                   : "";
+        const std::string why =
+            !a.decode                  ? "it is for decode (split-K)"
+            : c.arch != GpuArch::Sm90a ? "thread block clusters need sm_90a, not " + std::string(arch_name(c.arch))
+            : !lo.fold_combine         ? "it is a form of the folded combine (fold_combine 0 asked for two kernels)"
+            : lo.key_warps > 1 || lo.warps != 1
+                ? "it merges one-warp blocks (one state each); this kernel has " + std::to_string(lo.warps) + " warps"
+                : "";
         if (!why.empty()) throw CompileError(spec.name + ": no cluster merge: " + why);
         lo.cluster_merge = true;
     }
@@ -72,8 +74,11 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     algorithms::FusionChoice choice;
     choice.tile = lo.block_n;
     OperatorLowering out;
-    out.ints = {{"batch", inst.batch}, {"q_heads", a.q_heads}, {"kv_heads", a.kv_heads},
-                {"seq_q", inst.input("q").shape[2]}, {"seq_kv", inst.input("k").shape[2]}};
+    out.ints = {{"batch", inst.batch},
+                {"q_heads", a.q_heads},
+                {"kv_heads", a.kv_heads},
+                {"seq_q", inst.input("q").shape[2]},
+                {"seq_kv", inst.input("k").shape[2]}};
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
         choice.chunks = c.chunks;

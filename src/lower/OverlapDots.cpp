@@ -10,7 +10,9 @@ using namespace tir;
 
 namespace {
 
-bool is_tma_load(const Stmt &s) { return s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma && s->ring.defined(); }
+bool is_tma_load(const Stmt &s) {
+    return s->kind == NodeKind::TileLoad && s->copy == CopyKind::Tma && s->ring.defined();
+}
 
 // The three statements load x; dot reading x; release x at `at`, or false.
 bool load_dot_release(const Block &b, size_t at, const std::string &operand_b) {
@@ -22,7 +24,8 @@ bool load_dot_release(const Block &b, size_t at, const std::string &operand_b) {
 // A copy of the load / release with the loop variable one iteration back (C for tile j - 1).
 Stmt previous_iteration(const Stmt &s, const std::string &var) {
     const Expr prev = int_var(var) - 1;
-    return with_exprs(s, [&](const Expr &e) { return HI::simplify(HI::substitute(var, prev, e)); }, false);
+    return with_exprs(
+        s, [&](const Expr &e) { return HI::simplify(HI::substitute(var, prev, e)); }, false);
 }
 
 Stmt async_dot(const Stmt &s) {
@@ -77,8 +80,8 @@ Block rotate(const Stmt &loop, bool turns) {
     const Expr begin = loop->begin, end = loop->end;
     Block first(body.begin(), body.begin() + long(c));
     first.insert(first.end(), d.begin(), d.end());
-    Block steady = {body[0], async_dot(body[1]), previous_iteration(body[c], j), async_dot(pv), make_dot_wait(1, {s}),
-                    body[2]};
+    Block steady = {body[0],       async_dot(body[1]),    previous_iteration(body[c], j),
+                    async_dot(pv), make_dot_wait(1, {s}), body[2]};
     if (turns) {  // the warpgroup issues its two dots in its turn, then hands the tensor cores on
         steady.insert(steady.begin() + 1, make_turn(TurnMode::Take));
         steady.insert(steady.begin() + 5, make_turn(TurnMode::Pass));

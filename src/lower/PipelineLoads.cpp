@@ -37,7 +37,8 @@ Kernel pipeline_loads(const Kernel &k, int stages, bool tma, int l2_promotion) {
         s = with(s, [&](Node &n) { n.body = body; });
     }
     if (!changed) return k;
-    if (stages < 2) throw CompileError(k.name + ": pipelined copies need at least 2 stages, not " + std::to_string(stages));
+    if (stages < 2)
+        throw CompileError(k.name + ": pipelined copies need at least 2 stages, not " + std::to_string(stages));
     out.pipeline_stages = stages;
     return out;
 }

@@ -32,8 +32,9 @@ Block rewrite(const Block &in, const std::map<std::string, std::string> &staged)
     for (size_t i = 0; i < in.size(); i++) {
         const Stmt &s = in[i];
         if (s->kind == NodeKind::Convert && staged.count(s->dst)) continue;
-        const bool fused_fill = s->kind == NodeKind::Fill && i + 1 < in.size() && in[i + 1]->kind == NodeKind::TileDot &&
-                                in[i + 1]->dst == s->dst && Halide::Internal::is_const_zero(s->value);
+        const bool fused_fill = s->kind == NodeKind::Fill && i + 1 < in.size() &&
+                                in[i + 1]->kind == NodeKind::TileDot && in[i + 1]->dst == s->dst &&
+                                Halide::Internal::is_const_zero(s->value);
         if (fused_fill) continue;
         if (s->kind == NodeKind::TileDot) {
             const bool zero = i > 0 && in[i - 1]->kind == NodeKind::Fill && in[i - 1]->dst == s->dst &&
@@ -75,14 +76,16 @@ bool wgmma_fits(const Kernel &k, std::string *why) {
     });
     for (const auto &[from_a, shared] : staged_operands(k))
         check(k.values.at(shared).cols % 64 == 0, "shared tile " + shared + " has " +
-                                                       std::to_string(k.values.at(shared).cols) + " columns, not a multiple of 64");
+                                                      std::to_string(k.values.at(shared).cols) +
+                                                      " columns, not a multiple of 64");
     if (why) *why = reason;
     return reason.empty();
 }
 
 bool uses_wgmma(const Kernel &k) {
     bool wgmma = false;
-    each_stmt(k.body, [&](const Stmt &s) { wgmma = wgmma || (s->kind == NodeKind::TileDot && s->mma == MmaKind::Wgmma); });
+    each_stmt(k.body,
+              [&](const Stmt &s) { wgmma = wgmma || (s->kind == NodeKind::TileDot && s->mma == MmaKind::Wgmma); });
     return wgmma;
 }
 

@@ -29,7 +29,8 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
     std::set<std::string> swizzled;  // select_mma's layout for every shared tile a wgmma reads
     for (const auto &[name, t] : k.values)
         if (t.scope == Scope::Shared && t.layout == Layout::SharedSwizzled128) swizzled.insert(name);
-    if (stages < 2) throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
+    if (stages < 2)
+        throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
     Kernel out = k;
     auto tma = [&](const Stmt &s, const Node *loop) {
         if (!s->plane.defined()) throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (plane, row)");
@@ -68,8 +69,7 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
             size_t last = 0;
             for (size_t i = 0; i < body.size(); i++)
                 if (reads_anywhere(body[i], t)) last = i;
-            body.insert(body.begin() + long(last) + 1,
-                        make_release(t, int_var(s->var) - s->begin));
+            body.insert(body.begin() + long(last) + 1, make_release(t, int_var(s->var) - s->begin));
         }
         s = with(s, [&](Node &n) { n.body = body; });
     }

@@ -11,8 +11,8 @@ namespace HI = Halide::Internal;
 namespace {
 
 constexpr int kRegisterBudget = 128;  // registers per lane the in-flight loads of U iterations may take
-constexpr int kRowLoadsFactor = 4;    // loops of row-vector loads only (a register each): U times this
-constexpr int kMostInFlight = 16;     // ... up to this many chunks
+constexpr int kRowLoadsFactor = 4;  // loops of row-vector loads only (a register each): U times this
+constexpr int kMostInFlight = 16;  // ... up to this many chunks
 
 /** Registers per lane of a register tile: warp-rows tiles are per warp, mma fragments 16 rows per warp. */
 int lane_registers(const Kernel &k, const TileType &t) {

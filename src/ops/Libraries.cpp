@@ -39,8 +39,10 @@
 
 namespace neptune::ops {
 
-#define GPU_LIBRARY(lib, op) {#lib, op, NEPTUNE_OPS_CUDA, &lib##_argv, &lib##_metadata}
-#define HOST_LIBRARY(lib, op) {#lib, op, NEPTUNE_OPS_HOST, &lib##_argv, &lib##_metadata}
+#define GPU_LIBRARY(lib, op) \
+    { #lib, op, NEPTUNE_OPS_CUDA, &lib##_argv, &lib##_metadata }
+#define HOST_LIBRARY(lib, op) \
+    { #lib, op, NEPTUNE_OPS_HOST, &lib##_argv, &lib##_metadata }
 
 const std::vector<Library> &libraries() {
     static const std::vector<Library> table = {

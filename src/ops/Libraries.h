@@ -15,8 +15,8 @@ namespace neptune::ops {
 
 struct Library {
     const char *name;  // the library and its function, e.g. "prefill_causal_host"
-    const char *op;    // the suite's operator, e.g. "prefill_gqa"
-    int device;        // neptune_ops_device of every tensor
+    const char *op;  // the suite's operator, e.g. "prefill_gqa"
+    int device;  // neptune_ops_device of every tensor
     int (*argv)(void **args);
     const halide_filter_metadata_t *(*metadata)();
 };

@@ -95,7 +95,9 @@ const char *family_name(Family f) {
     return "?";
 }
 
-const char *device_name(int d) { return d == NEPTUNE_OPS_CUDA ? "GPU" : d == NEPTUNE_OPS_HOST ? "host" : "unknown device"; }
+const char *device_name(int d) {
+    return d == NEPTUNE_OPS_CUDA ? "GPU" : d == NEPTUNE_OPS_HOST ? "host" : "unknown device";
+}
 
 const char *abi_dtype_name(int t) {
     switch (t) {
@@ -106,7 +108,6 @@ const char *abi_dtype_name(int t) {
     }
     return "an unknown dtype";
 }
-
 
 std::string shape_text(const int64_t *shape, int ndim) {
     std::string s = "[";
@@ -130,7 +131,8 @@ struct Variant {
     bool is_attention() const { return spec.family == Family::Attention; }
 
     std::string describe() const {
-        std::string s = std::string(library->name) + " (" + device_name(library->device) + ", " + dtype_name(spec.dtype);
+        std::string s =
+            std::string(library->name) + " (" + device_name(library->device) + ", " + dtype_name(spec.dtype);
         if (is_attention()) {
             s += ", head dim " + std::to_string(attention().head_dim_qk);
             if (attention().head_dim_v != attention().head_dim_qk) s += "/" + std::to_string(attention().head_dim_v);
@@ -254,9 +256,10 @@ const std::vector<Variant> &variants() {
 const Variant &variant_at(int index) {
     const std::vector<Variant> &t = variants();
     if (index < 0 || size_t(index) >= t.size())
-        fail(NEPTUNE_OPS_ERROR_ARGUMENT, "variant index " + std::to_string(index) + " is out of range [0, " +
-                                             std::to_string(t.size()) + ")");
-    if (!t[size_t(index)].broken.empty()) fail(NEPTUNE_OPS_ERROR_INTERNAL, "Neptune internal error: " + t[size_t(index)].broken);
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT,
+             "variant index " + std::to_string(index) + " is out of range [0, " + std::to_string(t.size()) + ")");
+    if (!t[size_t(index)].broken.empty())
+        fail(NEPTUNE_OPS_ERROR_INTERNAL, "Neptune internal error: " + t[size_t(index)].broken);
     return t[size_t(index)];
 }
 
@@ -277,7 +280,8 @@ std::vector<int> variants_of(const char *op) {
     const std::vector<Variant> &t = variants();
     for (size_t i = 0; i < t.size(); i++)
         if (t[i].spec.name == op) found.push_back(int(i));
-    if (found.empty()) fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string("unknown operator '") + op + "'; this library has " + op_names());
+    if (found.empty())
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string("unknown operator '") + op + "'; this library has " + op_names());
     return found;
 }
 
@@ -287,12 +291,15 @@ std::vector<int> variants_of(const char *op) {
 void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, const std::vector<std::string> &names,
                    const char *what, bool need_data) {
     if (n != int(names.size()))
-        fail(NEPTUNE_OPS_ERROR_ARGUMENT, who + ": " + std::to_string(n) + " " + what + " given, expected " +
-                                             std::to_string(names.size()) + " (" + [&] {
-                                                 std::string s;
-                                                 for (const std::string &x : names) s += (s.empty() ? "" : ", ") + x;
-                                                 return s;
-                                             }() + ")");
+        fail(
+            NEPTUNE_OPS_ERROR_ARGUMENT, who + ": " + std::to_string(n) + " " + what + " given, expected " +
+                                            std::to_string(names.size()) + " (" +
+                                            [&] {
+                                                std::string s;
+                                                for (const std::string &x : names) s += (s.empty() ? "" : ", ") + x;
+                                                return s;
+                                            }() +
+                                            ")");
     if (n > 0 && !ts) fail(NEPTUNE_OPS_ERROR_ARGUMENT, who + ": the " + what + " array is NULL");
     for (int i = 0; i < n; i++) {
         const neptune_ops_tensor &t = ts[i];
@@ -303,13 +310,14 @@ void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, 
                                               std::to_string(NEPTUNE_OPS_MAX_DIMS));
         for (int d = 0; d < t.ndim; d++)
             if (t.shape[d] < 1)
-                fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has shape " + shape_text(t.shape, t.ndim) +
-                                                  ": extents must be positive");
+                fail(NEPTUNE_OPS_ERROR_SHAPE,
+                     name + " has shape " + shape_text(t.shape, t.ndim) + ": extents must be positive");
         if (t.dtype < NEPTUNE_OPS_F16 || t.dtype > NEPTUNE_OPS_I32)
-            fail(NEPTUNE_OPS_ERROR_DTYPE, name + " has dtype code " + std::to_string(t.dtype) + ", not a neptune_ops_dtype");
+            fail(NEPTUNE_OPS_ERROR_DTYPE,
+                 name + " has dtype code " + std::to_string(t.dtype) + ", not a neptune_ops_dtype");
         if (t.device != NEPTUNE_OPS_CUDA && t.device != NEPTUNE_OPS_HOST)
-            fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " has device code " + std::to_string(t.device) +
-                                                 ", not a neptune_ops_device");
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT,
+                 name + " has device code " + std::to_string(t.device) + ", not a neptune_ops_device");
     }
 }
 
@@ -318,10 +326,9 @@ void check_ranks(const Variant &v, const neptune_ops_tensor *in) {
     const OperatorInstance inst = placeholder_instance(v);
     for (size_t i = 0; i < inst.inputs.size(); i++)
         if (in[i].ndim != int(inst.inputs[i].shape.size()))
-            fail(NEPTUNE_OPS_ERROR_SHAPE, v.spec.name + ": " + inst.inputs[i].name + " has shape " +
-                                              shape_text(in[i].shape, in[i].ndim) + ", expected " +
-                                              std::to_string(inst.inputs[i].shape.size()) + " dimensions (" +
-                                              v.signature + ")");
+            fail(NEPTUNE_OPS_ERROR_SHAPE,
+                 v.spec.name + ": " + inst.inputs[i].name + " has shape " + shape_text(in[i].shape, in[i].ndim) +
+                     ", expected " + std::to_string(inst.inputs[i].shape.size()) + " dimensions (" + v.signature + ")");
 }
 
 int32_t int_extent(const std::string &who, const char *what, int64_t e) {
@@ -349,9 +356,7 @@ OperatorInstance instance_for(const Variant &v, const neptune_ops_tensor *in) {
             return instantiate(s, in[0].shape[0], in[0].shape[2]);
         default: return instantiate(s, in[0].shape[0], in[0].shape[1]);
         }
-    } catch (const std::invalid_argument &e) {
-        fail(NEPTUNE_OPS_ERROR_SHAPE, e.what());
-    }
+    } catch (const std::invalid_argument &e) { fail(NEPTUNE_OPS_ERROR_SHAPE, e.what()); }
 }
 
 /** Checks one tensor against what the instance expects of it. */
@@ -361,8 +366,9 @@ void check_tensor(const Variant &v, const neptune_ops_tensor &t, const TensorDes
         fail(NEPTUNE_OPS_ERROR_DTYPE, name + " is " + abi_dtype_name(t.dtype) + ", expected " + dtype_name(want.dtype) +
                                           " (" + v.describe() + ")");
     if (t.device != v.library->device)
-        fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is on the " + device_name(t.device) + ", the variant's tensors on the " +
-                                             device_name(v.library->device) + " (" + v.describe() + ")");
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is on the " + device_name(t.device) +
+                                             ", the variant's tensors on the " + device_name(v.library->device) + " (" +
+                                             v.describe() + ")");
     bool same = t.ndim == int(want.shape.size());
     for (int d = 0; same && d < t.ndim; d++) same = t.shape[d] == want.shape[size_t(d)];
     if (!same)
@@ -385,12 +391,15 @@ OperatorInstance check_call(const Variant &v, const neptune_ops_tensor *in, int 
 
 /** Why variant v does not take these inputs ("" if it does), beyond their shapes. */
 std::string mismatch(const Variant &v, const neptune_ops_tensor *in) {
-    if (in[0].device != v.library->device) return std::string("its tensors are on the ") + device_name(v.library->device);
+    if (in[0].device != v.library->device)
+        return std::string("its tensors are on the ") + device_name(v.library->device);
     if (in[0].dtype != ops_dtype(v.spec.dtype)) return std::string("it takes ") + dtype_name(v.spec.dtype);
     if (v.is_attention()) {
         if (in[0].shape[3] != v.attention().head_dim_qk || in[2].shape[3] != v.attention().head_dim_v)
             return "it is compiled for head dim " + std::to_string(v.attention().head_dim_qk) +
-                   (v.attention().head_dim_v != v.attention().head_dim_qk ? "/" + std::to_string(v.attention().head_dim_v) : "");
+                   (v.attention().head_dim_v != v.attention().head_dim_qk
+                        ? "/" + std::to_string(v.attention().head_dim_v)
+                        : "");
         if (v.group && in[1].shape[1] * v.group != in[0].shape[1])
             return "it is compiled for " + std::to_string(v.group) + " query heads per KV head";
     }
@@ -422,8 +431,9 @@ int select_variant(const char *op, const neptune_ops_tensor *in, int n_in) {
     }
     // A dtype that no variant on the tensors' device takes is the dtype's fault; the rest is unsupported.
     fail(device_found && !dtype_found ? NEPTUNE_OPS_ERROR_DTYPE : NEPTUNE_OPS_ERROR_UNSUPPORTED,
-         std::string(op) + ": no compiled variant takes " + first.input_names[0] + " " + shape_text(in[0].shape, in[0].ndim) +
-             " " + abi_dtype_name(in[0].dtype) + " on the " + device_name(in[0].device) + " (" + why + ")");
+         std::string(op) + ": no compiled variant takes " + first.input_names[0] + " " +
+             shape_text(in[0].shape, in[0].ndim) + " " + abi_dtype_name(in[0].dtype) + " on the " +
+             device_name(in[0].device) + " (" + why + ")");
 }
 
 // ---- Running a variant -------------------------------------------------------------------------
@@ -476,14 +486,15 @@ void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t
 
 void check_device(const Variant &v, const std::vector<std::pair<std::string, const neptune_ops_tensor *>> &tensors) {
     if (!neptune_cuda_available())
-        fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + v.library->name + " runs on the GPU, and there is none: " +
-                                           neptune_last_error());
+        fail(NEPTUNE_OPS_ERROR_DEVICE,
+             v.spec.name + ": " + v.library->name + " runs on the GPU, and there is none: " + neptune_last_error());
     for (const auto &[name, t] : tensors)
         if (neptune_check_device_pointer(t->data) != NEPTUNE_OK)
             fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": " + neptune_last_error());
 }
 
-void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptune_ops_tensor *out, int n_out, void *stream) {
+void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptune_ops_tensor *out, int n_out,
+                 void *stream) {
     const Variant &v = variant_at(index);
     const OperatorInstance inst = check_call(v, in, n_in, true);
     check_tensors(v.spec.name, out, n_out, v.output_names, "outputs", true);
@@ -498,7 +509,8 @@ void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptun
     std::vector<void *> args;
     for (size_t i = 0; i < all.size(); i++) {
         const bool input = i < size_t(n_in);
-        wrap(v, all[i].first, *all[i].second, input ? inst.inputs[i] : inst.outputs[i - size_t(n_in)], input, buffers[i]);
+        wrap(v, all[i].first, *all[i].second, input ? inst.inputs[i] : inst.outputs[i - size_t(n_in)], input,
+             buffers[i]);
         args.push_back(&buffers[i].buffer);
     }
     void *previous = nullptr;
@@ -536,7 +548,9 @@ int call_op(const char *op, std::initializer_list<const neptune_ops_tensor *> in
         auto take = [&](std::initializer_list<const neptune_ops_tensor *> ts, const std::vector<std::string> &names,
                         std::vector<neptune_ops_tensor> &into) {
             for (const neptune_ops_tensor *t : ts) {
-                if (!t) fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string(op) + ": " + names[into.size()] + " is NULL (the tensor)");
+                if (!t)
+                    fail(NEPTUNE_OPS_ERROR_ARGUMENT,
+                         std::string(op) + ": " + names[into.size()] + " is NULL (the tensor)");
                 into.push_back(*t);
             }
         };
@@ -609,8 +623,9 @@ int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int n
         const Variant &v = variant_at(index);
         const neptune::OperatorInstance inst = check_call(v, inputs, num_inputs, false);
         if (num_outputs != int(inst.outputs.size()) || (num_outputs > 0 && !outputs))
-            fail(NEPTUNE_OPS_ERROR_ARGUMENT, v.spec.name + ": room for " + std::to_string(num_outputs) + " outputs given, " +
-                                                 std::to_string(inst.outputs.size()) + " needed (" + v.outputs + ")");
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT, v.spec.name + ": room for " + std::to_string(num_outputs) +
+                                                 " outputs given, " + std::to_string(inst.outputs.size()) +
+                                                 " needed (" + v.outputs + ")");
         for (size_t i = 0; i < inst.outputs.size(); i++) {
             neptune_ops_tensor &o = outputs[i];
             const neptune::TensorDesc &d = inst.outputs[i];
@@ -632,23 +647,23 @@ int neptune_ops_run(int index, const neptune_ops_tensor *inputs, int num_inputs,
     });
 }
 
-int neptune_ops_call(const char *op, const neptune_ops_tensor *inputs, int num_inputs, const neptune_ops_tensor *outputs,
-                     int num_outputs, void *stream) {
+int neptune_ops_call(const char *op, const neptune_ops_tensor *inputs, int num_inputs,
+                     const neptune_ops_tensor *outputs, int num_outputs, void *stream) {
     return guarded([&] {
         run_variant(select_variant(op, inputs, num_inputs), inputs, num_inputs, outputs, num_outputs, stream);
         return int(NEPTUNE_OPS_OK);
     });
 }
 
-#define NEPTUNE_OPS_DEFINE_ATTENTION(op)                                                                           \
-    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v,    \
-                         const neptune_ops_tensor *out, void *stream) {                                            \
-        return call_op(#op, {q, k, v}, {out}, stream);                                                             \
+#define NEPTUNE_OPS_DEFINE_ATTENTION(op)                                                                        \
+    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v, \
+                         const neptune_ops_tensor *out, void *stream) {                                         \
+        return call_op(#op, {q, k, v}, {out}, stream);                                                          \
     }
-#define NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(op)                                                                     \
-    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v,    \
-                         const neptune_ops_tensor *slopes, const neptune_ops_tensor *out, void *stream) {          \
-        return call_op(#op, {q, k, v, slopes}, {out}, stream);                                                     \
+#define NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(op)                                                                  \
+    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k, const neptune_ops_tensor *v, \
+                         const neptune_ops_tensor *slopes, const neptune_ops_tensor *out, void *stream) {       \
+        return call_op(#op, {q, k, v, slopes}, {out}, stream);                                                  \
     }
 NEPTUNE_OPS_DEFINE_ATTENTION(prefill_global)
 NEPTUNE_OPS_DEFINE_ATTENTION(prefill_causal)
@@ -667,8 +682,8 @@ int neptune_ops_softmax(const neptune_ops_tensor *x, const neptune_ops_tensor *y
 int neptune_ops_logsumexp(const neptune_ops_tensor *x, const neptune_ops_tensor *lse, void *stream) {
     return call_op("logsumexp", {x}, {lse}, stream);
 }
-int neptune_ops_cross_entropy(const neptune_ops_tensor *x, const neptune_ops_tensor *labels, const neptune_ops_tensor *loss,
-                              void *stream) {
+int neptune_ops_cross_entropy(const neptune_ops_tensor *x, const neptune_ops_tensor *labels,
+                              const neptune_ops_tensor *loss, void *stream) {
     return call_op("cross_entropy", {x, labels}, {loss}, stream);
 }
 int neptune_ops_layernorm(const neptune_ops_tensor *x, const neptune_ops_tensor *gamma, const neptune_ops_tensor *beta,

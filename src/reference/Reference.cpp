@@ -101,7 +101,7 @@ std::vector<double> performer_features(const double *x, const std::vector<double
 
 struct PerformerSummary {
     std::vector<double> kv;  // [F, Dv]: sum_j phi(k_j)_f v_j
-    std::vector<double> z;   // [F]: sum_j phi(k_j)_f
+    std::vector<double> z;  // [F]: sum_j phi(k_j)_f
 };
 
 PerformerSummary performer_summary(const OperatorInstance &in, const std::vector<HostTensor> &inputs, int64_t bh) {

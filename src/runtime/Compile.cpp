@@ -71,9 +71,7 @@ void dump(const std::string &name, const std::string &source, const std::string 
         write_file(stem.string() + ".cu", source.data(), source.size());
         if (!ptx.empty()) write_file(stem.string() + ".ptx", ptx.data(), ptx.size());
         write_file(stem.string() + ".log", log.data(), log.size());
-    } catch (const std::exception &e) {
-        std::fprintf(stderr, "neptune: NEPTUNE_DUMP_CUDA: %s\n", e.what());
-    }
+    } catch (const std::exception &e) { std::fprintf(stderr, "neptune: NEPTUNE_DUMP_CUDA: %s\n", e.what()); }
 }
 
 /** With NEPTUNE_CUDA_OVERRIDE=<dir>: the source of <dir>/<stem>.cu, where there is one, in place of the
@@ -84,8 +82,8 @@ std::string overridden(const std::string &name, const std::string &source) {
     if (!dir || !*dir) return source;
     const fs::path path = fs::path(dir) / (file_stem(name) + ".cu");
     if (!fs::exists(path)) return source;
-    std::fprintf(stderr, "neptune: NEPTUNE_CUDA_OVERRIDE: compiling %s in place of the emitted '%s'\n",
-                 path.c_str(), name.c_str());
+    std::fprintf(stderr, "neptune: NEPTUNE_CUDA_OVERRIDE: compiling %s in place of the emitted '%s'\n", path.c_str(),
+                 name.c_str());
     return read_file(path);
 }
 
@@ -165,8 +163,8 @@ int value_before(const std::string &line, const std::string &unit) {
 bool symbol_matches(const std::string &symbol, const std::string &name) {
     if (symbol == name) return true;
     int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status),
-                                                          &std::free);
+    std::unique_ptr<char, decltype(&std::free)> demangled(
+        abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status), &std::free);
     if (status != 0 || !demangled) return false;
     std::string s = demangled.get();
     if (!s.empty() && s.back() == ')') {  // drop the parameter list, matching parentheses from the end
@@ -271,7 +269,8 @@ CompiledModule run_nvcc(const std::vector<std::string> &argv, const TempDir &dir
     out.log = read_file(dir.path / "nvcc.log");
     dump(name, source, "", out.log);
     if (status != 0)
-        throw CompileFailure(failure + " (exit " + std::to_string(status) + "): " + command_line(argv) + "\n" + out.log);
+        throw CompileFailure(failure + " (exit " + std::to_string(status) + "): " + command_line(argv) + "\n" +
+                             out.log);
     const std::string bytes = read_file(image);
     out.cubin.assign(bytes.begin(), bytes.end());
     return out;
@@ -283,14 +282,15 @@ CompiledModule nvcc_compile(const std::string &source, const std::string &name, 
                             const std::vector<std::string> &include_dirs) {
     const std::string digits = arch_digits(arch, "nvcc_compile");
     const std::string nvcc = toolkit_file("bin/nvcc");
-    if (nvcc.empty()) throw CompileFailure("nvcc_compile: no nvcc in $CUDA_PATH/bin or /usr/local/cuda/bin; set CUDA_PATH");
+    if (nvcc.empty())
+        throw CompileFailure("nvcc_compile: no nvcc in $CUDA_PATH/bin or /usr/local/cuda/bin; set CUDA_PATH");
     TempDir dir;
     const std::string stem = file_stem(name);
     const fs::path cu = dir.path / (stem + ".cu"), cubin = dir.path / (stem + ".cubin");
     write_file(cu, source.data(), source.size());
 
-    std::vector<std::string> argv = {nvcc, "-cubin", "-O3", "-std=c++17",
-                                     "-gencode=arch=compute_" + digits + ",code=sm_" + digits, "-Xptxas", "-v"};
+    std::vector<std::string> argv = {
+        nvcc, "-cubin", "-O3", "-std=c++17", "-gencode=arch=compute_" + digits + ",code=sm_" + digits, "-Xptxas", "-v"};
     for (const std::string &d : include_dirs) argv.push_back("-I" + d);
     argv.insert(argv.end(), {"-o", cubin.string(), cu.string()});
     return run_nvcc(argv, dir, name, source, cubin, "nvcc_compile: '" + name + "' does not compile for sm_" + digits);
@@ -299,7 +299,8 @@ CompiledModule nvcc_compile(const std::string &source, const std::string &name, 
 CompiledModule nvcc_fatbin(const std::string &source, const std::string &name, const std::vector<std::string> &codes,
                            const std::vector<std::pair<std::string, std::string>> &headers) {
     const std::string nvcc = toolkit_file("bin/nvcc");
-    if (nvcc.empty()) throw CompileFailure("nvcc_fatbin: no nvcc in $CUDA_PATH/bin or /usr/local/cuda/bin; set CUDA_PATH");
+    if (nvcc.empty())
+        throw CompileFailure("nvcc_fatbin: no nvcc in $CUDA_PATH/bin or /usr/local/cuda/bin; set CUDA_PATH");
     if (codes.empty()) throw CompileFailure("nvcc_fatbin: no target codes for '" + name + "'");
     TempDir dir;
     const std::string stem = file_stem(name);
@@ -310,7 +311,8 @@ CompiledModule nvcc_fatbin(const std::string &source, const std::string &name, c
         fs::create_directories(path.parent_path());
         write_file(path, contents.data(), contents.size());
     }
-    std::vector<std::string> argv = {nvcc, "-fatbin", "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + (dir.path / "include").string()};
+    std::vector<std::string> argv = {
+        nvcc, "-fatbin", "-O3", "-std=c++17", "-Xptxas", "-v", "-I" + (dir.path / "include").string()};
     for (const std::string &code : codes) {
         const bool ptx = code.rfind("compute_", 0) == 0;
         const std::string digits = arch_digits(code, "nvcc_fatbin");

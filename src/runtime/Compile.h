@@ -42,9 +42,9 @@ struct NvrtcOptions {
 };
 
 struct CompiledModule {
-    std::string ptx;         // NUL-free PTX text (PTX compilations)
-    std::vector<char> cubin; // ELF image (cubin compilations)
-    std::string log;         // the compiler's messages, warnings, ptxas report
+    std::string ptx;  // NUL-free PTX text (PTX compilations)
+    std::vector<char> cubin;  // ELF image (cubin compilations)
+    std::string log;  // the compiler's messages, warnings, ptxas report
 };
 
 /** Compiles `source` with NVRTC, always with -std=c++17, --gpu-architecture, -default-device and
@@ -71,7 +71,7 @@ CompiledModule nvcc_fatbin(const std::string &source, const std::string &name, c
 /** One kernel's resources as ptxas -v reports them; -1 where the report does not say. */
 struct ResourceUsage {
     int registers = -1;
-    int shared_bytes = -1; // static shared memory; 0 when the kernel's report lists none
+    int shared_bytes = -1;  // static shared memory; 0 when the kernel's report lists none
     int spill_stores = -1;
     int spill_loads = -1;
     int stack_bytes = -1;

@@ -17,38 +17,38 @@
 // The driver entry points Neptune uses. cuda.h #defines several API names to versioned symbols
 // (cuMemAlloc -> cuMemAlloc_v2, cuEventElapsedTime -> cuEventElapsedTime_v2, ...); the names below
 // go through those macros, so both the signature and the symbol looked up are the versioned ones.
-#define NEPTUNE_CU_FUNCTIONS(X)                                                                   \
-    X(cuInit)                                                                                     \
-    X(cuGetErrorName)                                                                             \
-    X(cuGetErrorString)                                                                           \
-    X(cuDeviceGetCount)                                                                           \
-    X(cuDeviceGet)                                                                                \
-    X(cuDeviceGetName)                                                                            \
-    X(cuDeviceGetAttribute)                                                                       \
-    X(cuDeviceTotalMem)                                                                           \
-    X(cuDevicePrimaryCtxRetain)                                                                   \
-    X(cuCtxGetCurrent)                                                                            \
-    X(cuCtxSetCurrent)                                                                            \
-    X(cuCtxGetDevice)                                                                             \
-    X(cuCtxSynchronize)                                                                           \
-    X(cuModuleLoadDataEx)                                                                         \
-    X(cuModuleUnload)                                                                             \
-    X(cuModuleGetFunction)                                                                        \
-    X(cuFuncGetAttribute)                                                                         \
-    X(cuFuncSetAttribute)                                                                         \
-    X(cuLaunchKernel)                                                                             \
-    X(cuLaunchKernelEx)                                                                           \
-    X(cuMemAlloc)                                                                                 \
-    X(cuMemFree)                                                                                  \
-    X(cuMemcpyHtoD)                                                                               \
-    X(cuMemcpyDtoH)                                                                               \
-    X(cuMemsetD8)                                                                                 \
-    X(cuEventCreate)                                                                              \
-    X(cuEventRecord)                                                                              \
-    X(cuEventSynchronize)                                                                         \
-    X(cuEventElapsedTime)                                                                         \
-    X(cuEventDestroy)                                                                             \
-    X(cuTensorMapEncodeTiled)                                                                     \
+#define NEPTUNE_CU_FUNCTIONS(X) \
+    X(cuInit)                   \
+    X(cuGetErrorName)           \
+    X(cuGetErrorString)         \
+    X(cuDeviceGetCount)         \
+    X(cuDeviceGet)              \
+    X(cuDeviceGetName)          \
+    X(cuDeviceGetAttribute)     \
+    X(cuDeviceTotalMem)         \
+    X(cuDevicePrimaryCtxRetain) \
+    X(cuCtxGetCurrent)          \
+    X(cuCtxSetCurrent)          \
+    X(cuCtxGetDevice)           \
+    X(cuCtxSynchronize)         \
+    X(cuModuleLoadDataEx)       \
+    X(cuModuleUnload)           \
+    X(cuModuleGetFunction)      \
+    X(cuFuncGetAttribute)       \
+    X(cuFuncSetAttribute)       \
+    X(cuLaunchKernel)           \
+    X(cuLaunchKernelEx)         \
+    X(cuMemAlloc)               \
+    X(cuMemFree)                \
+    X(cuMemcpyHtoD)             \
+    X(cuMemcpyDtoH)             \
+    X(cuMemsetD8)               \
+    X(cuEventCreate)            \
+    X(cuEventRecord)            \
+    X(cuEventSynchronize)       \
+    X(cuEventElapsedTime)       \
+    X(cuEventDestroy)           \
+    X(cuTensorMapEncodeTiled)   \
     X(cuPointerGetAttribute)
 
 // Two levels, so that the argument is macro-expanded (to its versioned name) before stringizing.
@@ -143,10 +143,10 @@ int initialize(State &s, std::string &message) {
     // cuEventElapsedTime_v2 arrived with driver 12.8; older drivers have only the (same-signature) original.
     if (!cu.cuEventElapsedTime)
         cu.cuEventElapsedTime = reinterpret_cast<decltype(cu.cuEventElapsedTime)>(dlsym(lib, "cuEventElapsedTime"));
-#define NEPTUNE_CU_REQUIRE(fn)                                                                          \
-    if (!cu.fn) {                                                                                       \
+#define NEPTUNE_CU_REQUIRE(fn)                                                                               \
+    if (!cu.fn) {                                                                                            \
         message = "libcuda.so.1 lacks " NEPTUNE_STRINGIZE(fn) " (the NVIDIA driver is too old for CUDA 13)"; \
-        return NEPTUNE_ERROR_NO_DRIVER;                                                                 \
+        return NEPTUNE_ERROR_NO_DRIVER;                                                                      \
     }
     NEPTUNE_CU_FUNCTIONS(NEPTUNE_CU_REQUIRE)
 #undef NEPTUNE_CU_REQUIRE
@@ -196,8 +196,8 @@ int initialize(State &s, std::string &message) {
             return NEPTUNE_ERROR_CUDA;
         }
     }
-    if (CUresult r = cu.cuDeviceGetAttribute(&s.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                             s.device)) {
+    if (CUresult r =
+            cu.cuDeviceGetAttribute(&s.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, s.device)) {
         message = cuda_message("cuDeviceGetAttribute", r, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN");
         return NEPTUNE_ERROR_CUDA;
     }
@@ -285,7 +285,8 @@ int neptune_get_device_info(neptune_device_info *info) {
     const State &s = state();
     neptune_device_info d;
     std::memset(&d, 0, sizeof d);
-    if (CUresult r = s.cu.cuDeviceGetName(d.name, static_cast<int>(sizeof d.name), s.device)) return cuda_fail("cuDeviceGetName", r);
+    if (CUresult r = s.cu.cuDeviceGetName(d.name, static_cast<int>(sizeof d.name), s.device))
+        return cuda_fail("cuDeviceGetName", r);
     const struct {
         int *value;
         CUdevice_attribute attribute;
@@ -316,7 +317,8 @@ int neptune_module_load(const void *image, neptune_module **out) {
     void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof log))};
     auto m = std::make_unique<neptune_module>();
     if (CUresult r = state().cu.cuModuleLoadDataEx(&m->handle, image, 2, options, values))
-        return fail(NEPTUNE_ERROR_CUDA, cuda_message("cuModuleLoadDataEx", r) + (log[0] ? std::string("\n") + log : ""));
+        return fail(NEPTUNE_ERROR_CUDA,
+                    cuda_message("cuModuleLoadDataEx", r) + (log[0] ? std::string("\n") + log : ""));
     *out = m.release();
     return NEPTUNE_OK;
 }
@@ -342,8 +344,9 @@ int neptune_module_get_function(neptune_module *module, const char *name, neptun
             module->functions.erase(name);
             const std::string message = cuda_message("cuModuleGetFunction", r, kernel_label(f.get()));
             if (r == CUDA_ERROR_NOT_FOUND)
-                return invalid(message + "; the module has no such kernel (C++ kernels have mangled names "
-                                         "unless declared extern \"C\")");
+                return invalid(message +
+                               "; the module has no such kernel (C++ kernels have mangled names "
+                               "unless declared extern \"C\")");
             return fail(NEPTUNE_ERROR_CUDA, message);
         }
         slot = std::move(f);
@@ -370,19 +373,23 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
     return NEPTUNE_OK;
 }
 
-int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
-                           unsigned dynamic_smem_bytes, void *stream, void **args) {
-    if (!f || !grid || !block || !cluster) return invalid("neptune_launch_cluster: function, grid, block or cluster is NULL");
-    if (cluster[0] * cluster[1] * cluster[2] == 1) return neptune_launch(f, grid, block, dynamic_smem_bytes, stream, args);
+int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3],
+                           const unsigned cluster[3], unsigned dynamic_smem_bytes, void *stream, void **args) {
+    if (!f || !grid || !block || !cluster)
+        return invalid("neptune_launch_cluster: function, grid, block or cluster is NULL");
+    if (cluster[0] * cluster[1] * cluster[2] == 1)
+        return neptune_launch(f, grid, block, dynamic_smem_bytes, stream, args);
     auto dims = [&] {  // for messages only: no strings on the launch path
         return " (grid " + std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" + std::to_string(grid[2]) +
                ", clusters of " + std::to_string(cluster[0]) + "x" + std::to_string(cluster[1]) + "x" +
-               std::to_string(cluster[2]) + ", block " + std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" +
-               std::to_string(block[2]) + ", " + std::to_string(dynamic_smem_bytes) + " bytes dynamic shared memory)";
+               std::to_string(cluster[2]) + ", block " + std::to_string(block[0]) + "x" + std::to_string(block[1]) +
+               "x" + std::to_string(block[2]) + ", " + std::to_string(dynamic_smem_bytes) +
+               " bytes dynamic shared memory)";
     };
     for (int d = 0; d < 3; d++)
         if (cluster[d] == 0 || grid[d] % cluster[d])
-            return invalid("neptune_launch_cluster: " + kernel_label(f) + dims() + ": the clusters must divide the grid");
+            return invalid("neptune_launch_cluster: " + kernel_label(f) + dims() +
+                           ": the clusters must divide the grid");
     if (int rc = neptune_init()) return rc;
     if (dynamic_smem_bytes > f->dynamic_smem_limit.load()) {
         if (int rc = raise_dynamic_smem(f, dynamic_smem_bytes)) return rc;
@@ -422,12 +429,15 @@ int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, co
         return invalid("neptune_tensor_map_encode: the L2 promotion is 0, 64, 128 or 256 bytes, not " +
                        std::to_string(l2_promotion_bytes));
     }
-    if (reinterpret_cast<uintptr_t>(map) % 64) return invalid("neptune_tensor_map_encode: the map is not 64-byte aligned");
+    if (reinterpret_cast<uintptr_t>(map) % 64)
+        return invalid("neptune_tensor_map_encode: the map is not 64-byte aligned");
     if (element_bytes != 2) return invalid("neptune_tensor_map_encode: only 16-bit elements are supported");
     if (reinterpret_cast<uintptr_t>(base) % 16 || strides[0] % 16 || strides[1] % 16)
-        return invalid("neptune_tensor_map_encode: the base and the row and plane strides must be multiples of 16 bytes");
+        return invalid(
+            "neptune_tensor_map_encode: the base and the row and plane strides must be multiples of 16 bytes");
     if (box[0] * unsigned(element_bytes) != 128 || box[1] == 0 || box[1] > 256)
-        return invalid("neptune_tensor_map_encode: boxes are 64 elements (128 bytes, the swizzle's span) by 1 to 256 rows");
+        return invalid(
+            "neptune_tensor_map_encode: boxes are 64 elements (128 bytes, the swizzle's span) by 1 to 256 rows");
     if (int rc = neptune_init()) return rc;
     const State &s = state();
     const cuuint64_t global_dim[3] = {dims[0], dims[1], dims[2]};
@@ -435,14 +445,14 @@ int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, co
     const cuuint32_t box_dim[3] = {box[0], box[1], 1};
     const cuuint32_t element_strides[3] = {1, 1, 1};
     // 128-byte swizzle, the layout wgmma descriptors read; out-of-bounds elements are zeros.
-    if (CUresult r = s.cu.cuTensorMapEncodeTiled(static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, 3,
-                                                 const_cast<void *>(base), global_dim, global_strides, box_dim,
-                                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                 CU_TENSOR_MAP_SWIZZLE_128B, promotion,
-                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+    if (CUresult r = s.cu.cuTensorMapEncodeTiled(
+            static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(base), global_dim,
+            global_strides, box_dim, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
         return cuda_fail("cuTensorMapEncodeTiled", r,
-                         "a " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + " x " + std::to_string(dims[2]) +
-                             " tensor with boxes of " + std::to_string(box[0]) + " x " + std::to_string(box[1]));
+                         "a " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + " x " +
+                             std::to_string(dims[2]) + " tensor with boxes of " + std::to_string(box[0]) + " x " +
+                             std::to_string(box[1]));
     return NEPTUNE_OK;
 }
 
@@ -452,7 +462,8 @@ int neptune_malloc(void **dptr, size_t bytes) {
     if (bytes == 0) return invalid("neptune_malloc: cannot allocate 0 bytes");
     if (int rc = neptune_init()) return rc;
     CUdeviceptr p = 0;
-    if (CUresult r = state().cu.cuMemAlloc(&p, bytes)) return cuda_fail("cuMemAlloc", r, std::to_string(bytes) + " bytes");
+    if (CUresult r = state().cu.cuMemAlloc(&p, bytes))
+        return cuda_fail("cuMemAlloc", r, std::to_string(bytes) + " bytes");
     *dptr = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
     return NEPTUNE_OK;
 }

@@ -64,11 +64,12 @@ Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr b
 
 Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr plane, Halide::Expr row,
                     Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows, Halide::Expr valid_cols) {
-    return with(make_load(dst, tensor, std::move(base), std::move(row_stride), std::move(valid_rows), std::move(valid_cols)),
-                [&](Node &n) {
-                    n.plane = std::move(plane);
-                    n.row = std::move(row);
-                });
+    return with(
+        make_load(dst, tensor, std::move(base), std::move(row_stride), std::move(valid_rows), std::move(valid_cols)),
+        [&](Node &n) {
+            n.plane = std::move(plane);
+            n.row = std::move(row);
+        });
 }
 
 Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -288,7 +289,8 @@ bool rows_aligned(const Halide::Expr &base, const Halide::Expr &row_stride, int 
 void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion) {
     for (const TensorMap &m : k.tensor_maps) {
         if (m.tensor != tensor) continue;
-        if (m.box_rows != box_rows) throw neptune::InternalError(k.name + ": " + tensor + " is loaded in tiles of two heights");
+        if (m.box_rows != box_rows)
+            throw neptune::InternalError(k.name + ": " + tensor + " is loaded in tiles of two heights");
         return;
     }
     k.tensor_maps.push_back({tensor + "_map", tensor, box_rows, l2_promotion});
@@ -310,8 +312,6 @@ Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Ex
     });
 }
 
-Halide::Expr int_var(const std::string &name) {
-    return Halide::Internal::Variable::make(Halide::Int(32), name);
-}
+Halide::Expr int_var(const std::string &name) { return Halide::Internal::Variable::make(Halide::Int(32), name); }
 
 }  // namespace neptune::tir

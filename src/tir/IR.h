@@ -107,7 +107,7 @@ struct TensorView {
  * of `tensor`'s view (Kernel::views), 128-byte swizzle, zero fill outside, and the bytes the L2
  * fetches per miss (0, 64, 128, 256): wide promotion suits prefill's reuse, not decode's streams. */
 struct TensorMap {
-    std::string name;    // the kernel parameter, e.g. "k_map"
+    std::string name;  // the kernel parameter, e.g. "k_map"
     std::string tensor;  // the TensorParam it describes
     int box_rows = 0;
     int l2_promotion = 256;
@@ -121,24 +121,24 @@ struct ScalarDef {
     Halide::Expr value;  // Int(32) over the block indices and grid sizes, "sm_count", parameters and earlier scalars
 };
 
-#define NEPTUNE_TIR_STMTS(X)                                                                      \
-    X(TileLoad)    /* global slice -> shared tile (or f32 register tile); beyond valid: zeros */    \
-    X(TileStore)   /* register tile -> global slice, rows/cols beyond the valid extent untouched */ \
-    X(RowLoad)     /* global f32 -> row vector; rows beyond valid_rows get `value` */              \
-    X(RowStore)    /* row vector -> global, one f32 per valid row */                               \
-    X(Fill)        /* tile or row vector := constant */                                            \
-    X(TileMap)     /* tile := f(tile element, row vectors, row, col, scalars), in place */         \
-    X(RowMap)      /* row vector := f(row vectors, row, scalars) */                                \
-    X(TileReduce)  /* row vector := op(row vector, reduce_op over each row of a tile) */          \
-    X(TileDot)     /* acc += a * b or a * b^T on tensor cores */                                   \
-    X(Convert)     /* the only node that changes a value's layout or scope */                      \
-    X(CarriedLoop) /* for var in [begin, end): body, carrying named state across iterations */     \
-    X(IfThen)      /* tile-skipping and partial-tile conditions */                                 \
-    X(Barrier)     /* every thread of the block */                                                 \
-    X(Release)     /* the consumers are done reading a pipelined shared tile's current buffer */  \
-    X(DotWait)     /* until at most `pending` asynchronous dots are in flight */                   \
+#define NEPTUNE_TIR_STMTS(X)                                                                         \
+    X(TileLoad) /* global slice -> shared tile (or f32 register tile); beyond valid: zeros */        \
+    X(TileStore) /* register tile -> global slice, rows/cols beyond the valid extent untouched */    \
+    X(RowLoad) /* global f32 -> row vector; rows beyond valid_rows get `value` */                    \
+    X(RowStore) /* row vector -> global, one f32 per valid row */                                    \
+    X(Fill) /* tile or row vector := constant */                                                     \
+    X(TileMap) /* tile := f(tile element, row vectors, row, col, scalars), in place */               \
+    X(RowMap) /* row vector := f(row vectors, row, scalars) */                                       \
+    X(TileReduce) /* row vector := op(row vector, reduce_op over each row of a tile) */              \
+    X(TileDot) /* acc += a * b or a * b^T on tensor cores */                                         \
+    X(Convert) /* the only node that changes a value's layout or scope */                            \
+    X(CarriedLoop) /* for var in [begin, end): body, carrying named state across iterations */       \
+    X(IfThen) /* tile-skipping and partial-tile conditions */                                        \
+    X(Barrier) /* every thread of the block */                                                       \
+    X(Release) /* the consumers are done reading a pipelined shared tile's current buffer */         \
+    X(DotWait) /* until at most `pending` asynchronous dots are in flight */                         \
     X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */ \
-    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */ \
+    X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */  \
     X(ClusterMerge) /* the cluster's blocks publish their shared tiles; rank 0 runs the body */
 
 enum class NodeKind {
@@ -200,37 +200,37 @@ using Block = std::vector<Stmt>;
  *             defined, only rows r < valid_rows (the others stay as they were). */
 struct Node {
     NodeKind kind;
-    std::string dst;             // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
-    std::string src, a, b;       // TileStore/RowStore/TileReduce/Convert: src; TileDot: a, b
-    std::string tensor;          // TileLoad, TileStore, RowStore, LastArrival (the counters)
-    Halide::Expr base;           // element offset of the slice's row 0 in the tensor (LastArrival: the counter)
-    Halide::Expr row_stride;     // elements between rows (TileLoad, TileStore)
+    std::string dst;  // TileLoad, Fill, TileMap, RowMap, TileReduce, TileDot (acc), Convert
+    std::string src, a, b;  // TileStore/RowStore/TileReduce/Convert: src; TileDot: a, b
+    std::string tensor;  // TileLoad, TileStore, RowStore, LastArrival (the counters)
+    Halide::Expr base;  // element offset of the slice's row 0 in the tensor (LastArrival: the counter)
+    Halide::Expr row_stride;  // elements between rows (TileLoad, TileStore)
     Halide::Expr valid_rows, valid_cols;  // TileLoad/TileStore/RowStore bounds
-    Halide::Expr value;          // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
-    ReduceOp op = ReduceOp::Sum; // TileReduce
-    bool transpose_b = false;    // TileDot: acc += a * b^T
-    Halide::Expr plane, row;     // TileLoad: the slice as (plane, first row) of the tensor's view; cluster
-                                 // loads: the first row of the shared tile
-    Halide::Expr rank;           // cluster loads (TileLoad, RowLoad from shared tile `src`): the block read
+    Halide::Expr value;  // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
+    ReduceOp op = ReduceOp::Sum;  // TileReduce
+    bool transpose_b = false;  // TileDot: acc += a * b^T
+    Halide::Expr plane, row;  // TileLoad: the slice as (plane, first row) of the tensor's view; cluster
+        // loads: the first row of the shared tile
+    Halide::Expr rank;  // cluster loads (TileLoad, RowLoad from shared tile `src`): the block read
     CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
-    int stage = -1;              // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
-    Halide::Expr ring;           // TileLoad (Tma) and Release of a ring tile: the load's position in the ring
-                                 // (loads of that tile before it), which picks the buffer and barrier phase
+    int stage = -1;  // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
+    Halide::Expr ring;  // TileLoad (Tma) and Release of a ring tile: the load's position in the ring
+        // (loads of that tile before it), which picks the buffer and barrier phase
     MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)
-    bool accumulate = true;      // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
-    bool async = false;          // TileDot: retired by a later DotWait (set by overlap_dots)
-    int b_block_rows = 0;        // TileDot: key-split warps; row block w of a and acc (16 rows, warp w) reads
-                                 // b's rows [w * b_block_rows, (w + 1) * b_block_rows) (0: all of b)
-    int pending = 0;             // DotWait
+    bool accumulate = true;  // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
+    bool async = false;  // TileDot: retired by a later DotWait (set by overlap_dots)
+    int b_block_rows = 0;  // TileDot: key-split warps; row block w of a and acc (16 rows, warp w) reads
+        // b's rows [w * b_block_rows, (w + 1) * b_block_rows) (0: all of b)
+    int pending = 0;  // DotWait
     TurnMode turn = TurnMode::Take;  // WarpgroupTurn
     std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
-    std::string var;             // CarriedLoop
-    Halide::Expr begin, end;     // CarriedLoop
-    Halide::Expr cond;           // IfThen
+    std::string var;  // CarriedLoop
+    Halide::Expr begin, end;  // CarriedLoop
+    Halide::Expr cond;  // IfThen
     std::vector<std::string> carried;  // CarriedLoop: state live across iterations
-    int unroll = 1;              // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
-    Block body;                  // CarriedLoop, IfThen, LastArrival, ClusterMerge
-    std::string note;            // why the statement exists, printed as a comment
+    int unroll = 1;  // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
+    Block body;  // CarriedLoop, IfThen, LastArrival, ClusterMerge
+    std::string note;  // why the statement exists, printed as a comment
 };
 
 Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -292,21 +292,21 @@ Halide::Expr int_var(const std::string &name);
 struct Kernel {
     std::string name;
     std::vector<TensorParam> tensors;
-    std::vector<std::string> int_params;    // scalar int parameters (extents), in launch order
+    std::vector<std::string> int_params;  // scalar int parameters (extents), in launch order
     std::vector<std::string> float_params;  // scalar float parameters
-    Halide::Expr grid_x, grid_y, grid_z;    // over int_params
-    Halide::Expr cluster_x;                 // blocks per cluster along x (dividing grid_x); undefined: none
-    int warps = 4;                          // compute warps, 16 rows each (4 make a wgmma warpgroup)
-    int producer_warps = 0;                 // warps issuing TMA copies ahead of the compute warps (0: none)
+    Halide::Expr grid_x, grid_y, grid_z;  // over int_params
+    Halide::Expr cluster_x;  // blocks per cluster along x (dividing grid_x); undefined: none
+    int warps = 4;  // compute warps, 16 rows each (4 make a wgmma warpgroup)
+    int producer_warps = 0;  // warps issuing TMA copies ahead of the compute warps (0: none)
     int producer_registers = 0, consumer_registers = 0;  // setmaxnreg budgets of the two roles (0: none)
-    std::vector<TensorMap> tensor_maps;     // TMA descriptors, passed after the tensors
+    std::vector<TensorMap> tensor_maps;  // TMA descriptors, passed after the tensors
     std::map<std::string, TensorView> views;  // by tensor name: the tensors loads address by (plane, row)
     std::vector<ScalarDef> scalars;
-    std::map<std::string, TileType> values; // every tile and row vector
+    std::map<std::string, TileType> values;  // every tile and row vector
     Block body;
-    int shared_bytes = 0;                   // set by plan_shared_memory
-    int pipeline_stages = 1;                // set by pipeline_loads
-    int min_blocks_per_sm = 0;              // __launch_bounds__ occupancy hint (0: none); caps registers
+    int shared_bytes = 0;  // set by plan_shared_memory
+    int pipeline_stages = 1;  // set by pipeline_loads
+    int min_blocks_per_sm = 0;  // __launch_bounds__ occupancy hint (0: none); caps registers
     int rows() const { return 16 * warps; }
     int threads() const { return 32 * (warps + producer_warps); }
 };
@@ -316,7 +316,7 @@ struct Kernel {
 struct Workspace {
     std::string name;
     Halide::Expr elements;  // over the first kernel's int_params
-    bool zeroed = false;    // zero before the first launch; every launch leaves it zero (arrival counters)
+    bool zeroed = false;  // zero before the first launch; every launch leaves it zero (arrival counters)
 };
 /** What fold_combine needs to run a split-K combine inside the partial kernel, in the last block of
  * each group to finish: the group's counter index, the number of groups and of arrivals per group (over
@@ -326,8 +326,8 @@ struct CombineFold {
     Halide::Expr group, groups, arrivals;
     std::map<std::string, Halide::Expr> combine_scalars;
     int partials_per_block = 1;  // key-split warps: each block leaves one partial state per warp
-    std::string chunk_var;       // the combine's loop variable over chunks
-    Halide::Expr partial_row0;   // the combine's first row of chunk `chunk_var`'s state in the workspaces
+    std::string chunk_var;  // the combine's loop variable over chunks
+    Halide::Expr partial_row0;  // the combine's first row of chunk `chunk_var`'s state in the workspaces
 };
 struct Program {
     GpuArch arch = GpuArch::Sm80;  // what the kernels are compiled for

@@ -36,19 +36,49 @@ float round_to(DType t, float x) {
 // Variables naming values become pointers into them, so evaluating one element is a plain walk.
 
 enum class Op {
-    Const, Tile, Row, RowIndex, ColIndex,                  // leaves
-    ToFloat, Truncate, ToBool,                             // casts
-    Add, Sub, Mul, Div, Mod, Min, Max,                     // arithmetic (f32 or integer)
-    EQ, NE, LT, LE, GT, GE, And, Or, Not, Select,          // logic
-    Exp, Exp2, Log, Log2, Tanh, Sqrt, Abs, Floor, Ceil, Pow, // calls
-    Load                                                   // a 1-D input read inside a map (ALiBi slopes)
+    Const,
+    Tile,
+    Row,
+    RowIndex,
+    ColIndex,  // leaves
+    ToFloat,
+    Truncate,
+    ToBool,  // casts
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Min,
+    Max,  // arithmetic (f32 or integer)
+    EQ,
+    NE,
+    LT,
+    LE,
+    GT,
+    GE,
+    And,
+    Or,
+    Not,
+    Select,  // logic
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Tanh,
+    Sqrt,
+    Abs,
+    Floor,
+    Ceil,
+    Pow,  // calls
+    Load  // a 1-D input read inside a map (ALiBi slopes)
 };
 
 struct Code {
     Op op = Op::Const;
-    bool flt = false;              // f32 arithmetic (else integer or bool)
-    double k = 0;                  // Const
-    const float *data = nullptr;   // Tile: data[row * cols + col]; Row: data[row]
+    bool flt = false;  // f32 arithmetic (else integer or bool)
+    double k = 0;  // Const
+    const float *data = nullptr;  // Tile: data[row * cols + col]; Row: data[row]
     const HostTensor *tensor = nullptr;  // Load: tensor->values[args[0]]
     int cols = 0;
     std::vector<Code> args;
@@ -148,7 +178,8 @@ double eval(const Code &c, int r, int col) {
     case Op::Load: {
         const double i = arg(0);
         if (i < 0 || i >= double(c.tensor->values.size()))
-            throw EvalError{"read of " + c.tensor->desc.name + " at " + std::to_string(int64_t(i)) + " is out of bounds"};
+            throw EvalError{"read of " + c.tensor->desc.name + " at " + std::to_string(int64_t(i)) +
+                            " is out of bounds"};
         return double(float(c.tensor->values[size_t(i)]));
     }
     default: return unary(c.op, arg(0));
@@ -158,9 +189,9 @@ double eval(const Code &c, int r, int col) {
 /** Extern and intrinsic calls the interpreter knows, by name. */
 const std::map<std::string, Op> &calls() {
     static const std::map<std::string, Op> table = {
-        {"exp_f32", Op::Exp},   {"exp2_f32", Op::Exp2}, {"fast_exp2", Op::Exp2},   {"fast_exp2_f32", Op::Exp2},
-        {"log_f32", Op::Log},   {"log2_f32", Op::Log2}, {"tanh_f32", Op::Tanh},    {"sqrt_f32", Op::Sqrt},
-        {"floor_f32", Op::Floor}, {"ceil_f32", Op::Ceil}, {"abs", Op::Abs},       {"pow_f32", Op::Pow},
+        {"exp_f32", Op::Exp},     {"exp2_f32", Op::Exp2}, {"fast_exp2", Op::Exp2}, {"fast_exp2_f32", Op::Exp2},
+        {"log_f32", Op::Log},     {"log2_f32", Op::Log2}, {"tanh_f32", Op::Tanh},  {"sqrt_f32", Op::Sqrt},
+        {"floor_f32", Op::Floor}, {"ceil_f32", Op::Ceil}, {"abs", Op::Abs},        {"pow_f32", Op::Pow},
     };
     return table;
 }
@@ -293,8 +324,8 @@ public:
             auto it = args.tensors.find(t.name);
             if (it == args.tensors.end() || !it->second) fail(nullptr, "no tensor '" + t.name + "' in the arguments");
             if (it->second->desc.dtype != t.elem)
-                fail(nullptr, "tensor '" + t.name + "' is " + dtype_name(it->second->desc.dtype) + ", the kernel reads " +
-                                  dtype_name(t.elem));
+                fail(nullptr, "tensor '" + t.name + "' is " + dtype_name(it->second->desc.dtype) +
+                                  ", the kernel reads " + dtype_name(t.elem));
             tensors_[t.name] = it->second;
         }
         for (const std::string &p : k.int_params) {
@@ -337,7 +368,8 @@ private:
         const int64_t gx = grid_dim(k_.grid_x), gy = grid_dim(k_.grid_y), gz = grid_dim(k_.grid_z);
         const int64_t cx = grid_dim(k_.cluster_x);
         if (cx < 1 || gx % cx)
-            fail(nullptr, "clusters of " + std::to_string(cx) + " blocks do not divide the grid's " + std::to_string(gx));
+            fail(nullptr,
+                 "clusters of " + std::to_string(cx) + " blocks do not divide the grid's " + std::to_string(gx));
         for (int64_t bz = 0; bz < gz; bz++)
             for (int64_t by = 0; by < gy; by++)
                 for (int64_t bx = 0; bx < gx; bx += cx) {
@@ -369,7 +401,8 @@ private:
         std::vector<BlockState> members(static_cast<size_t>(cx));
         for (int64_t i = 0; i < cx; i++) {
             start_block(bx + i, by, bz, gx, gy, gz);
-            members[size_t(i)] = BlockState{scalars_, values_, rings_};  // copies: values_ stays the kernel's declarations
+            members[size_t(i)] =
+                BlockState{scalars_, values_, rings_};  // copies: values_ stays the kernel's declarations
         }
         members_ = &members;
         for (const Stmt &s : k_.body) {
@@ -411,7 +444,8 @@ private:
         const Value &src = cluster_value(s, s->src, index(s->rank));
         const int64_t row0 = index(s->row);
         if (row0 < 0 || row0 + rows > src.type.rows)
-            fail(s, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") are outside '" + s->src + "'");
+            fail(s, "rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) + ") are outside '" + s->src +
+                        "'");
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
                 dst.data[size_t(r * dst.type.cols + c)] = src.data[size_t((row0 + r) * src.type.cols + c)];
@@ -423,7 +457,7 @@ private:
     std::map<std::string, Value> values_;
     std::map<std::string, Ring> rings_;
     std::vector<BlockState> *members_ = nullptr;  // the cluster being run (clustered kernels)
-    int64_t current_ = 0;                         // the rank whose state is in scalars_, values_, rings_
+    int64_t current_ = 0;  // the rank whose state is in scalars_, values_, rings_
 
     // The producer refills a ring buffer only after its previous occupant's release: a TMA load at ring
     // position p waits for the release of p - stages. Loads and releases must come in ring order, each
@@ -443,8 +477,8 @@ private:
         Ring &r = rings_[s->src];
         const int64_t p = index(s->ring);
         if (p != r.releases || p >= r.loads)
-            fail(s, "releases ring position " + std::to_string(p) + " of " + s->src + " with " + std::to_string(r.loads) +
-                        " loaded and " + std::to_string(r.releases) + " released");
+            fail(s, "releases ring position " + std::to_string(p) + " of " + s->src + " with " +
+                        std::to_string(r.loads) + " loaded and " + std::to_string(r.releases) + " released");
         r.releases++;
     }
 
@@ -481,11 +515,13 @@ private:
         const TensorView &t = k_.views.at(s->tensor);
         const int64_t plane = index(s->plane), row = index(s->row), rows = index(t.rows), cols = index(t.cols);
         if (plane < 0 || plane >= index(t.planes) || row < 0)
-            fail(s, "plane " + std::to_string(plane) + ", row " + std::to_string(row) + " is outside '" + s->tensor + "'");
+            fail(s,
+                 "plane " + std::to_string(plane) + ", row " + std::to_string(row) + " is outside '" + s->tensor + "'");
         std::fill(v.data.begin(), v.data.end(), 0.0f);
         for (int64_t r = 0; r < v.type.rows && row + r < rows; r++)
             for (int64_t c = 0; c < v.type.cols && c < cols; c++)
-                v.data[size_t(r * v.type.cols + c)] = round_to(v.type.elem, float(element(s, (plane * rows + row + r) * cols + c)));
+                v.data[size_t(r * v.type.cols + c)] =
+                    round_to(v.type.elem, float(element(s, (plane * rows + row + r) * cols + c)));
     }
 
     void tile_io(const Stmt &s, bool load) {
@@ -510,12 +546,14 @@ private:
         Value &v = values_.at(load ? s->dst : s->src);
         const int64_t base = index(s->base), rows = clamp(index(s->valid_rows), v.type.rows);
         if (!load) {
-            for (int64_t r = 0; r < rows; r++) element(s, base + r) = double(round_to(tensor_type(s), v.data[size_t(r)]));
+            for (int64_t r = 0; r < rows; r++)
+                element(s, base + r) = double(round_to(tensor_type(s), v.data[size_t(r)]));
             return;
         }
         const int64_t stride = index(s->row_stride);
         const float fill = float(scalar(s->value));
-        for (int64_t r = 0; r < v.type.rows; r++) v.data[size_t(r)] = r < rows ? float(element(s, base + r * stride)) : fill;
+        for (int64_t r = 0; r < v.type.rows; r++)
+            v.data[size_t(r)] = r < rows ? float(element(s, base + r * stride)) : fill;
     }
 
     void map(const Stmt &s, bool tile_map) {
@@ -550,7 +588,8 @@ private:
                 float sum = 0;
                 const int b0 = (m / 16) * s->b_block_rows;  // key-split: this warp's slice of b
                 for (int kk = 0; kk < depth; kk++) {
-                    const float y = s->transpose_b ? b.data[size_t((b0 + n) * bcols + kk)] : b.data[size_t((b0 + kk) * bcols + n)];
+                    const float y =
+                        s->transpose_b ? b.data[size_t((b0 + n) * bcols + kk)] : b.data[size_t((b0 + kk) * bcols + n)];
                     sum += a.data[size_t(m * depth + kk)] * y;
                 }
                 float &d = acc.data[size_t(m * acc.type.cols + n)];
@@ -570,13 +609,17 @@ private:
     void stmt(const Stmt &s) {
         switch (s->kind) {
         case NodeKind::TileLoad:
-            if (s->rank.defined()) cluster_load(s);
-            else tile_io(s, true);
+            if (s->rank.defined())
+                cluster_load(s);
+            else
+                tile_io(s, true);
             break;
         case NodeKind::TileStore: tile_io(s, false); break;
         case NodeKind::RowLoad:
-            if (s->rank.defined()) cluster_load(s);
-            else row_io(s, true);
+            if (s->rank.defined())
+                cluster_load(s);
+            else
+                row_io(s, true);
             break;
         case NodeKind::RowStore: row_io(s, false); break;
         case NodeKind::Fill: {
@@ -593,8 +636,9 @@ private:
             const Value &src = values_.at(s->src);
             // A shared tile of fewer rows is broadcast to every block of its rows (src.data.size() divides).
             // With valid_rows (a block publishing its state), rows past it stay as they were.
-            const size_t n = s->valid_rows.defined() ? size_t(clamp(index(s->valid_rows), dst.type.rows)) * size_t(dst.type.cols)
-                                                     : dst.data.size();
+            const size_t n = s->valid_rows.defined()
+                                 ? size_t(clamp(index(s->valid_rows), dst.type.rows)) * size_t(dst.type.cols)
+                                 : dst.data.size();
             for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i % src.data.size()]);
             break;
         }
@@ -610,8 +654,10 @@ private:
             double &count = element(s, index(s->base));
             const int64_t arrivals = index(s->value);
             if (count < 0 || count >= double(arrivals) || count != std::floor(count))
-                fail(s, "the counter holds " + std::to_string(count) + " before this arrival; it must start at 0 (a zeroed "
-                        "workspace) and count at most " + std::to_string(arrivals) + " arrivals");
+                fail(s, "the counter holds " + std::to_string(count) +
+                            " before this arrival; it must start at 0 (a zeroed "
+                            "workspace) and count at most " +
+                            std::to_string(arrivals) + " arrivals");
             if (++count == double(arrivals)) {
                 count = 0;
                 block(s->body);
@@ -632,9 +678,7 @@ private:
         for (const Stmt &s : b) {
             try {
                 stmt(s);
-            } catch (const EvalError &e) {
-                fail(s, e.what);
-            }
+            } catch (const EvalError &e) { fail(s, e.what); }
         }
     }
 };

@@ -50,9 +50,11 @@ std::string head(const Node &n) {
     case NodeKind::TileDot:
         // Key-split: warp w's rows read b's rows from w * R ("k_s[32 w ..]^T").
         return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b +
-               (n.b_block_rows ? "[" + std::to_string(n.b_block_rows) + " warp ..]" : "") + (n.transpose_b ? "^T)" : ")");
+               (n.b_block_rows ? "[" + std::to_string(n.b_block_rows) + " warp ..]" : "") +
+               (n.transpose_b ? "^T)" : ")");
     case NodeKind::Convert:
-        return n.dst + " = convert(" + n.src + (n.valid_rows.defined() ? ", valid rows " + expr(n.valid_rows) : "") + ")";
+        return n.dst + " = convert(" + n.src + (n.valid_rows.defined() ? ", valid rows " + expr(n.valid_rows) : "") +
+               ")";
     case NodeKind::CarriedLoop: {
         std::string s = "for " + n.var + " in [" + expr(n.begin) + ", " + expr(n.end) + ")";
         if (!n.carried.empty()) s += " carrying " + join(n.carried);
@@ -128,14 +130,14 @@ std::string to_string(const Kernel &k) {
     if (!k.float_params.empty()) os << "  float params: " << join(k.float_params) << "\n";
     os << "  grid: (" << grid_dim(k.grid_x) << ", " << grid_dim(k.grid_y) << ", " << grid_dim(k.grid_z) << "), "
        << k.warps << (k.warps == 1 ? " warp" : " warps") << " (" << k.rows() << " rows), shared " << k.shared_bytes
-       << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages")
-       << "\n";
+       << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages") << "\n";
     if (k.cluster_x.defined()) os << "  clusters: " << expr(k.cluster_x) << " blocks along x\n";
     if (k.producer_warps)
-        os << "  roles: " << k.producer_warps << " producer warps (TMA" << (k.producer_registers ? ", " +
-               std::to_string(k.producer_registers) + " registers" : std::string()) << "), " << k.warps
-           << " compute warps" << (k.consumer_registers ? " (" + std::to_string(k.consumer_registers) + " registers)"
-                                                         : std::string()) << "\n";
+        os << "  roles: " << k.producer_warps << " producer warps (TMA"
+           << (k.producer_registers ? ", " + std::to_string(k.producer_registers) + " registers" : std::string())
+           << "), " << k.warps << " compute warps"
+           << (k.consumer_registers ? " (" + std::to_string(k.consumer_registers) + " registers)" : std::string())
+           << "\n";
     for (const TensorMap &m : k.tensor_maps)
         os << "  tensor map " << m.name << ": " << m.tensor << ", boxes of " << m.box_rows << " x 64, L2 promotion "
            << m.l2_promotion << " B\n";

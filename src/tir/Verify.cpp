@@ -22,14 +22,17 @@ bool is_accumulator(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::MmaAccumulator && t.elem == DType::F32;
 }
 bool is_operand_a(const TileType &t) {
-    return t.scope == Scope::Register && t.layout == Layout::MmaOperandA && (t.elem == DType::F16 || t.elem == DType::BF16);
+    return t.scope == Scope::Register && t.layout == Layout::MmaOperandA &&
+           (t.elem == DType::F16 || t.elem == DType::BF16);
 }
 bool is_warp_rows_tile(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::WarpRows && t.elem == DType::F32;
 }
 bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
 /** A shared f32 tile: a block's state published to its cluster (ClusterMerge). */
-bool is_shared_f32(const TileType &t) { return t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor && t.elem == DType::F32; }
+bool is_shared_f32(const TileType &t) {
+    return t.scope == Scope::Shared && t.layout == Layout::SharedRowMajor && t.elem == DType::F32;
+}
 
 std::string shape(const TileType &t) { return "[" + std::to_string(t.rows) + " x " + std::to_string(t.cols) + "]"; }
 
@@ -54,13 +57,15 @@ public:
     void run() {
         std::set<std::string> tensors;  // tensor names never appear in expressions: only unique among themselves
         for (const TensorParam &t : k_.tensors)
-            if (t.name.empty() || !tensors.insert(t.name).second) fail(nullptr, "tensor '" + t.name + "' twice or unnamed");
+            if (t.name.empty() || !tensors.insert(t.name).second)
+                fail(nullptr, "tensor '" + t.name + "' twice or unnamed");
         for (const std::string &p : k_.int_params) declare_scalar(p);
         for (const Halide::Expr *g : {&k_.grid_x, &k_.grid_y, &k_.grid_z})  // over the int parameters only
             if (g->defined()) check_scalar_expr(nullptr, *g, "grid");
         if (k_.cluster_x.defined()) check_scalar_expr(nullptr, k_.cluster_x, "cluster");
         for (const std::string &p : k_.float_params) declare_scalar(p);
-        for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "sm_count"}) declare_scalar(b);
+        for (const char *b : {"block_x", "block_y", "block_z", "grid_x", "grid_y", "grid_z", "sm_count"})
+            declare_scalar(b);
         if (k_.warps < 1) fail(nullptr, "warps must be at least 1, not " + std::to_string(k_.warps));
         if (k_.producer_warps < 0 || k_.producer_warps % 4)
             fail(nullptr, "producer warps come in warpgroups of 4, not " + std::to_string(k_.producer_warps));
@@ -76,11 +81,11 @@ public:
 
 private:
     const Kernel &k_;
-    std::set<std::string> names_;    // every scalar and value name: a map reads both, so they must not clash
+    std::set<std::string> names_;  // every scalar and value name: a map reads both, so they must not clash
     std::set<std::string> scalars_;  // the scalars in scope
-    int nested_ = 0;                 // loops and conditions around the statement being checked
-    const Node *loop_ = nullptr;     // the loop whose body holds the statement directly (none under a condition)
-    bool in_merge_ = false;          // inside a ClusterMerge: cluster loads may read the cluster's shared tiles
+    int nested_ = 0;  // loops and conditions around the statement being checked
+    const Node *loop_ = nullptr;  // the loop whose body holds the statement directly (none under a condition)
+    bool in_merge_ = false;  // inside a ClusterMerge: cluster loads may read the cluster's shared tiles
 
     [[noreturn]] void fail(const Stmt &s, const std::string &rule) const {
         std::string where = "tir::verify: kernel '" + k_.name + "'";
@@ -90,8 +95,10 @@ private:
 
     void declare_name(const std::string &name, const char *what) {
         if (name.empty()) fail(nullptr, std::string("a ") + what + " has an empty name");
-        if (name == "row" || name == "col") fail(nullptr, "the " + std::string(what) + " name '" + name + "' is reserved");
-        if (!names_.insert(name).second) fail(nullptr, std::string(what) + " name '" + name + "' clashes with another name");
+        if (name == "row" || name == "col")
+            fail(nullptr, "the " + std::string(what) + " name '" + name + "' is reserved");
+        if (!names_.insert(name).second)
+            fail(nullptr, std::string(what) + " name '" + name + "' clashes with another name");
     }
 
     void declare_scalar(const std::string &name) {
@@ -108,16 +115,18 @@ private:
             fail(nullptr, what + " is shared but neither row-major nor swizzled");
         if (is_swizzled(t) && (t.cols % 64 || t.rows % 8 || dtype_bytes(t.elem) != 2))
             fail(nullptr, what + " is swizzled: 16-bit elements, columns a multiple of 64, rows of 8");
-        if (t.scope == Scope::Register &&
-            (t.layout == Layout::Unassigned || t.layout == Layout::SharedRowMajor))
+        if (t.scope == Scope::Register && (t.layout == Layout::Unassigned || t.layout == Layout::SharedRowMajor))
             fail(nullptr, what + " is a register value without a register layout");
         if (is_row_vector(t) && (t.cols != 1 || t.elem != DType::F32))
             fail(nullptr, what + " is a row vector, which holds one f32 per row (cols 1)");
-        if (is_warp_rows(t) && t.scope != Scope::Register) fail(nullptr, what + ": warp-rows layouts are register layouts");
-        if (is_warp_rows(t) && (t.elem != DType::F32 || t.rows > 16 || k_.warps != 1 ||
-                                (t.layout == Layout::WarpRows && t.cols % 4)))
-            fail(nullptr, what + " is in a warp-rows layout: f32, at most 16 rows, columns a multiple of 4, in a "
-                              "one-warp kernel (this one has " + std::to_string(k_.warps) + ")");
+        if (is_warp_rows(t) && t.scope != Scope::Register)
+            fail(nullptr, what + ": warp-rows layouts are register layouts");
+        if (is_warp_rows(t) &&
+            (t.elem != DType::F32 || t.rows > 16 || k_.warps != 1 || (t.layout == Layout::WarpRows && t.cols % 4)))
+            fail(nullptr, what +
+                              " is in a warp-rows layout: f32, at most 16 rows, columns a multiple of 4, in a "
+                              "one-warp kernel (this one has " +
+                              std::to_string(k_.warps) + ")");
     }
 
     const TileType &value(const Stmt &s, const std::string &name) const {
@@ -214,7 +223,8 @@ private:
 
     void check_dot(const Stmt &s) const {
         const TileType &acc = value(s, s->dst), &a = value(s, s->a), &b = value(s, s->b);
-        if (!is_accumulator(acc)) fail(s, "the dot's accumulator must be an f32 mma-accumulator tile, not " + acc.str());
+        if (!is_accumulator(acc))
+            fail(s, "the dot's accumulator must be an f32 mma-accumulator tile, not " + acc.str());
         const bool wgmma = s->mma == MmaKind::Wgmma;
         if (!is_operand_a(a) && !(wgmma && is_swizzled(a)))
             fail(s, "the dot's a must be an f16/bf16 mma-operand-a tile (or, for wgmma, a swizzled shared tile), not " +
@@ -243,20 +253,25 @@ private:
         const TileType &dst = value(s, s->dst), &src = value(s, s->src);
         if (is_shared_f32(dst)) {  // a block's state published to its cluster
             if ((!is_accumulator(src) && !(is_row_vector(src) && !is_warp_rows(src))) || !same_shape(src, dst))
-                fail(s, "a convert into a shared f32 tile copies an mma-accumulator tile or row vector of its shape, not " +
-                            src.str() + " -> " + dst.str());
-            if (!k_.cluster_x.defined()) fail(s, "shared f32 tiles publish state to a cluster; the kernel has no clusters");
+                fail(
+                    s,
+                    "a convert into a shared f32 tile copies an mma-accumulator tile or row vector of its shape, not " +
+                        src.str() + " -> " + dst.str());
+            if (!k_.cluster_x.defined())
+                fail(s, "shared f32 tiles publish state to a cluster; the kernel has no clusters");
             if (s->valid_rows.defined()) check_index(s, s->valid_rows, "valid rows");
             return;
         }
         const bool staged = is_shared_tile(src) && is_operand_a(dst) && src.elem == dst.elem;
         const bool rounded = is_accumulator(src) && is_operand_a(dst);
         if (!staged && !rounded)
-            fail(s, "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
-                    "f32 mma-accumulator to an f16/bf16 mma-operand-a tile; not " + src.str() + " -> " + dst.str());
+            fail(s,
+                 "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
+                 "f32 mma-accumulator to an f16/bf16 mma-operand-a tile; not " +
+                     src.str() + " -> " + dst.str());
         // Staged rows may be broadcast: a 16-row shared tile feeds every warp's A operand.
-        const bool broadcast = staged && src.cols == dst.cols && src.rows % 16 == 0 && src.rows < dst.rows &&
-                               dst.rows % src.rows == 0;
+        const bool broadcast =
+            staged && src.cols == dst.cols && src.rows % 16 == 0 && src.rows < dst.rows && dst.rows % src.rows == 0;
         if (!same_shape(src, dst) && !broadcast)
             fail(s, "a convert keeps the shape (or broadcasts whole 16-row blocks of a shared tile): " + shape(src) +
                         " -> " + shape(dst));
@@ -285,13 +300,16 @@ private:
         check_index(s, s->valid_rows, "valid rows");
         if (s->kind == NodeKind::RowLoad) {
             if (!is_row_vector(dst) || src.cols != 1)
-                fail(s, "a cluster row load fills a row vector from a shared f32 column, not " + src.str() + " -> " + dst.str());
+                fail(s, "a cluster row load fills a row vector from a shared f32 column, not " + src.str() + " -> " +
+                            dst.str());
             check_constant(s, s->value);
             return;
         }
         if ((!is_accumulator(dst) && !is_warp_rows_tile(dst)) || dst.cols != src.cols)
-            fail(s, "a cluster load fills an f32 register tile (mma-accumulator or warp-rows) of the shared tile's "
-                    "columns, not " + src.str() + " -> " + dst.str());
+            fail(s,
+                 "a cluster load fills an f32 register tile (mma-accumulator or warp-rows) of the shared tile's "
+                 "columns, not " +
+                     src.str() + " -> " + dst.str());
         check_index(s, s->valid_cols, "valid cols");
     }
 
@@ -326,34 +344,37 @@ private:
                 break;
             }
             {
-            const TileType &dst = value(s, s->dst);
-            const TensorParam &t = tensor(s);
-            const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
-            const bool direct = (is_accumulator(dst) || is_warp_rows_tile(dst)) && t.elem == DType::F32;
-            if (!staged && !direct)
-                fail(s, "a load fills a shared tile of the tensor's element type (" + std::string(dtype_name(t.elem)) +
-                            ") or an f32 register tile (mma-accumulator or warp-rows) from an f32 tensor, not " +
-                            dst.str());
-            check_slice(s);
-            if (is_warp_rows_tile(dst) && !rows_aligned(s->base, s->row_stride, 4))
-                fail(s, "a warp-rows load reads 16-byte rows: base and row stride must be multiples of 4");
-            // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
-            if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
-            if (s->copy == CopyKind::Tma) {
-                check_index(s, s->plane, "plane");
-                check_index(s, s->row, "row");
-                if (!k_.views.count(t.name)) fail(s, "a TMA load needs the tensor's (planes, rows, cols) view");
-                bool mapped = false;
-                for (const TensorMap &m : k_.tensor_maps) mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);
-                if (!mapped) fail(s, "no tensor map of '" + s->tensor + "' has boxes of this tile's rows");
-                // Without producer warps a thread of the block issues the copies stages - 1 iterations
-                // ahead in the loop that consumes them (pipeline_loads): no ring protocol, no releases.
-                if (!k_.producer_warps && (!loop_ || k_.pipeline_stages < 2 || s->ring.defined()))
-                    fail(s, "a TMA load without producer warps is a pipelined load (2 or more stages, no ring "
-                            "position) directly in the body of the loop that reads it");
+                const TileType &dst = value(s, s->dst);
+                const TensorParam &t = tensor(s);
+                const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
+                const bool direct = (is_accumulator(dst) || is_warp_rows_tile(dst)) && t.elem == DType::F32;
+                if (!staged && !direct)
+                    fail(s, "a load fills a shared tile of the tensor's element type (" +
+                                std::string(dtype_name(t.elem)) +
+                                ") or an f32 register tile (mma-accumulator or warp-rows) from an f32 tensor, not " +
+                                dst.str());
+                check_slice(s);
+                if (is_warp_rows_tile(dst) && !rows_aligned(s->base, s->row_stride, 4))
+                    fail(s, "a warp-rows load reads 16-byte rows: base and row stride must be multiples of 4");
+                // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
+                if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
+                if (s->copy == CopyKind::Tma) {
+                    check_index(s, s->plane, "plane");
+                    check_index(s, s->row, "row");
+                    if (!k_.views.count(t.name)) fail(s, "a TMA load needs the tensor's (planes, rows, cols) view");
+                    bool mapped = false;
+                    for (const TensorMap &m : k_.tensor_maps)
+                        mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);
+                    if (!mapped) fail(s, "no tensor map of '" + s->tensor + "' has boxes of this tile's rows");
+                    // Without producer warps a thread of the block issues the copies stages - 1 iterations
+                    // ahead in the loop that consumes them (pipeline_loads): no ring protocol, no releases.
+                    if (!k_.producer_warps && (!loop_ || k_.pipeline_stages < 2 || s->ring.defined()))
+                        fail(s,
+                             "a TMA load without producer warps is a pipelined load (2 or more stages, no ring "
+                             "position) directly in the body of the loop that reads it");
+                }
+                break;
             }
-            break;
-        }
         case NodeKind::TileStore: {
             const TileType &src = value(s, s->src);
             tensor(s);
@@ -415,8 +436,12 @@ private:
             break;
         case NodeKind::LastArrival: {
             const TensorParam &t = tensor(s);
-            if (t.elem != DType::F32 || !t.output) fail(s, "an arrival counter is a written f32 workspace, not '" + t.name + "'");
-            if (nested_ > 0) fail(s, "blocks arrive once, at the kernel's top level or under a condition on the launch parameters alone, not inside a loop or another condition");
+            if (t.elem != DType::F32 || !t.output)
+                fail(s, "an arrival counter is a written f32 workspace, not '" + t.name + "'");
+            if (nested_ > 0)
+                fail(s,
+                     "blocks arrive once, at the kernel's top level or under a condition on the launch parameters "
+                     "alone, not inside a loop or another condition");
             if (k_.producer_warps) fail(s, "warp-specialized kernels do not count arrivals");
             check_index(s, s->base, "counter");
             check_index(s, s->value, "arrivals");
@@ -465,7 +490,8 @@ private:
                 if (writes.count(d->dst) || reads.count(d->dst))
                     fail(s, "touches '" + d->dst + "' while the asynchronous dot writing it is in flight");
                 if (writes.count(d->a) || writes.count(d->b))
-                    fail(s, "overwrites an operand of the asynchronous dot into '" + d->dst + "' while it is in flight");
+                    fail(s,
+                         "overwrites an operand of the asynchronous dot into '" + d->dst + "' while it is in flight");
             }
             if (s->kind == NodeKind::TileDot && s->async) {
                 if (s->mma != MmaKind::Wgmma) fail(s, "only wgmma dots are asynchronous");
@@ -473,7 +499,8 @@ private:
             }
         }
         if (!in_flight.empty())
-            fail(nullptr, "the asynchronous dot into '" + in_flight.back()->dst + "' is not retired in the block that issues it");
+            fail(nullptr, "the asynchronous dot into '" + in_flight.back()->dst +
+                              "' is not retired in the block that issues it");
     }
 };
 

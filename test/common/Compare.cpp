@@ -12,10 +12,10 @@ void check_close(const std::string &what, const HostTensor &actual, const HostTe
 void check_close(const std::string &what, const HostTensor &actual, const HostTensor &expected, const Tolerance &tol,
                  int64_t begin, int64_t end) {
     const ErrorStats e = compare(actual.values, expected.values, begin, end);
-    INFO(what << " (" << expected.desc.name << ", " << dtype_name(expected.desc.dtype) << "): " << e.describe(expected.desc)
-              << "; tolerance rel rms " << tol.rel_rms << ", scaled max " << tol.max_scaled);
+    INFO(what << " (" << expected.desc.name << ", " << dtype_name(expected.desc.dtype)
+              << "): " << e.describe(expected.desc) << "; tolerance rel rms " << tol.rel_rms << ", scaled max "
+              << tol.max_scaled);
     CHECK(tol.accepts(e));
 }
-
 
 }  // namespace neptune::testing

@@ -16,8 +16,8 @@ struct ShapeCase {
     int head_dim = 128;  // 96 also makes the V head dim 64: QK and V head dims may differ
     DType dtype = DType::F16;
     InputStyle style = InputStyle::Normal;
-    int64_t seq_q = 0;   // attention: more query rows than keys gives fully masked rows
-    int window = 0;      // windowed attention: override the window
+    int64_t seq_q = 0;  // attention: more query rows than keys gives fully masked rows
+    int window = 0;  // windowed attention: override the window
 };
 
 /** `op` with kv_heads / kv_divisor KV heads (at least 1) and at most max_group query heads per KV head. */

@@ -22,16 +22,20 @@ void run_case(const OperatorSpec &op, const Case &c) {
     CHECK(r.rows_checked > 0);
     for (size_t o = 0; o < r.outputs.size(); o++) {
         const ErrorStats &e = r.outputs[o].error;
-        INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.head_dim << " " << std::string(dtype_name(c.dtype))
-                     << " seq_q=" << c.seq_q << " rows " << r.rows_checked << "/" << inst.rows << " output "
-                     << r.outputs[o].output << ": " << e.describe(inst.outputs[o]));
+        INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.head_dim << " "
+                     << std::string(dtype_name(c.dtype)) << " seq_q=" << c.seq_q << " rows " << r.rows_checked << "/"
+                     << inst.rows << " output " << r.outputs[o].output << ": " << e.describe(inst.outputs[o]));
         CHECK(tolerance_for(inst.outputs[o].dtype).accepts(e));
     }
 }
 
 const std::vector<Case> attention_cases = {
-    {1, 1}, {1, 7, 64}, {3, 7, 96, DType::BF16}, {1, 1000, 128, DType::F16, InputStyle::RisingScores},
-    {1, 8191, 64}, {2, 33, 128, DType::F16, InputStyle::Normal, 40, 5},
+    {1, 1},
+    {1, 7, 64},
+    {3, 7, 96, DType::BF16},
+    {1, 1000, 128, DType::F16, InputStyle::RisingScores},
+    {1, 8191, 64},
+    {2, 33, 128, DType::F16, InputStyle::Normal, 40, 5},
 };
 
 }  // namespace

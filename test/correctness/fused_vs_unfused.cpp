@@ -22,9 +22,10 @@ void run(const OperatorSpec &op, const Case &c, const FusedVariant &v) {
     REQUIRE(r.rows_checked > 0);
     for (size_t o = 0; o < r.vs_unfused.size(); o++) {
         INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.head_dim << " seq_q=" << c.seq_q << " "
-                     << v.name() << ", output " << r.vs_unfused[o].output << "\n  vs unfused: "
-                     << r.vs_unfused[o].error.describe(inst.outputs[o]) << "\n  vs fp64:    "
-                     << r.vs_reference[o].error.describe(inst.outputs[o]) << "\n" << r.plan);
+                     << v.name() << ", output " << r.vs_unfused[o].output
+                     << "\n  vs unfused: " << r.vs_unfused[o].error.describe(inst.outputs[o])
+                     << "\n  vs fp64:    " << r.vs_reference[o].error.describe(inst.outputs[o]) << "\n"
+                     << r.plan);
         CHECK(r.vs_unfused[o].error.nonfinite == 0);
         CHECK(r.vs_unfused[o].error.rel_rms() <= fused_rel_rms_bound);
         CHECK(tolerance_for(DType::F32).accepts(r.vs_reference[o].error));
@@ -36,7 +37,9 @@ const std::vector<FusedVariant> variants = {{false, 16, 1}, {true, 16, 3}, {fals
 }  // namespace
 
 TEST_CASE("fused: attention operators, rolling and split-K, match the unfused algorithm and fp64") {
-    const std::vector<Case> cases = {{1, 1}, {3, 7, 64}, {1, 1000, 96, DType::BF16, InputStyle::RisingScores},
+    const std::vector<Case> cases = {{1, 1},
+                                     {3, 7, 64},
+                                     {1, 1000, 96, DType::BF16, InputStyle::RisingScores},
                                      {2, 33, 128, DType::F16, InputStyle::Normal, 40, 5}};
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;

@@ -166,8 +166,8 @@ private:
         const Expr kv = kv_.x;
         const int kind = d_.range(0, 4), a = d_.range(0, 40), b = d_.range(-3, 30);
         switch (kind) {
-        case 0: return kv <= i_ * (a + 1) + b / 6;        // causal-like; some rows fully masked
-        case 1: return kv >= a;                           // a masked prefix
+        case 0: return kv <= i_ * (a + 1) + b / 6;  // causal-like; some rows fully masked
+        case 1: return kv >= a;  // a masked prefix
         case 2: return kv % (2 + a % 3) == 0;
         case 3: return s_.x(kv, i_) > float(b) / 20.0f;  // on the data
         default: return kv > i_ * 7 - a / 4 && kv <= i_ * 7 + b;  // a window; may be empty
@@ -245,9 +245,9 @@ private:
         Expr a = F(), b = P(), c = F();
         switch (d_.range(0, 6)) {
         case 0: return Halide::exp(a - b) * c;  // attention-like: a rescale
-        case 1: return Halide::exp(a - b);     // softmax-like
-        case 2: return a + b;                  // a shift, for max and min
-        case 3: return (a - b) * (a - b);      // variance-like: companions
+        case 1: return Halide::exp(a - b);  // softmax-like
+        case 2: return a + b;  // a shift, for max and min
+        case 3: return (a - b) * (a - b);  // variance-like: companions
         case 4: return a * b;
         case 5: return Halide::exp(a - b) * (a - b);  // entropy-like
         default: return tree(3, any);
@@ -400,13 +400,14 @@ bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, co
             }
             stats.elements++;
             if (!std::isfinite(want)) stats.both_nonfinite++;
-            const bool ok = std::isfinite(want)
-                                ? std::isfinite(got) && std::fabs(got - want) <= fuzz_tolerance * (1.0 + std::fabs(want) + mag)
-                                : !std::isfinite(got);
+            const bool ok =
+                std::isfinite(want)
+                    ? std::isfinite(got) && std::fabs(got - want) <= fuzz_tolerance * (1.0 + std::fabs(want) + mag)
+                    : !std::isfinite(got);
             if (!ok) {
-                FAIL_CHECK(known_bug(plain) << "fused and wrong: "
-                           << expected[o].name() << "(" << row << ") fused " << got << ", plain " << want
-                           << ", magnitude " << mag << "\n" << plan);
+                FAIL_CHECK(known_bug(plain) << "fused and wrong: " << expected[o].name() << "(" << row << ") fused "
+                                            << got << ", plain " << want << ", magnitude " << mag << "\n"
+                                            << plan);
                 return false;
             }
         }
@@ -429,9 +430,7 @@ void run_chain(uint64_t seed, Stats &stats) {
         }
     } catch (const Halide::Error &e) {
         FAIL_CHECK(known_bug(plain) << "Halide error: " << std::string(e.what()));
-    } catch (const std::exception &e) {
-        FAIL_CHECK(known_bug(plain) << std::string(e.what()));
-    }
+    } catch (const std::exception &e) { FAIL_CHECK(known_bug(plain) << std::string(e.what())); }
     stats.failed++;
 }
 
@@ -449,18 +448,19 @@ uint64_t env_or(const char *name, uint64_t fallback) {
 }  // namespace
 
 TEST_CASE("fuzz fusion: random reduction chains are rejected by name or fused and correct") {
-    const uint64_t iterations = env_or("NEPTUNE_FUZZ_ITERATIONS", default_chains), first = env_or("NEPTUNE_FUZZ_SEED", 1);
+    const uint64_t iterations = env_or("NEPTUNE_FUZZ_ITERATIONS", default_chains),
+                   first = env_or("NEPTUNE_FUZZ_SEED", 1);
     const bool campaign = std::getenv("NEPTUNE_FUZZ_ITERATIONS") != nullptr;
     Stats stats;
     for (uint64_t seed = first; seed < first + iterations; seed++) {
         if (!campaign && known_bad_seeds.count(seed)) continue;
         run_chain(seed, stats);
     }
-    std::printf("fuzz fusion: seeds %llu..%llu: %d fused and correct, %d rejected, %d failed; %lld elements, "
-                "%lld non-finite in both; %lld on fully masked rows, not compared\n",
-                (unsigned long long)first, (unsigned long long)(first + iterations - 1), stats.fused, stats.rejected,
-                stats.failed, (long long)stats.elements, (long long)stats.both_nonfinite,
-                (long long)stats.masked_elements);
+    std::printf(
+        "fuzz fusion: seeds %llu..%llu: %d fused and correct, %d rejected, %d failed; %lld elements, "
+        "%lld non-finite in both; %lld on fully masked rows, not compared\n",
+        (unsigned long long)first, (unsigned long long)(first + iterations - 1), stats.fused, stats.rejected,
+        stats.failed, (long long)stats.elements, (long long)stats.both_nonfinite, (long long)stats.masked_elements);
     CHECK(stats.fused > 0);
     CHECK(stats.failed == 0);
 }

@@ -24,14 +24,14 @@ struct Case {
     DType dtype = DType::F16;
     std::string arch = "";  // "": the device's path (sm_90a: wgmma + TMA on the H200); "sm_80": mma.sync
     int stages = 0, block_n = 0;  // 0: the defaults
-    int window = 0;               // 0: the operator's
+    int window = 0;  // 0: the operator's
     int chunks = 0, fold_combine = -1;  // decode: split-K chunks (0: by SM count); 0 a separate combine kernel
-    int runs = 1;                       // launches on the same operator (arrival counters must reset)
-    int key_warps = 0;                  // decode: warps per block splitting each KV tile along the keys
-    int warp_rows_combine = -1;         // decode: 0 merges the chunks in mma fragments (-1: warp rows)
-    int tma_loads = -1;                 // sm_90a mma.sync kernels: 1 the K/V copies by TMA, 0 cp.async
-    int wgmma = -1;                     // sm_90a prefill: 0 keeps the mma.sync kernel
-    int cluster_merge = -1;             // decode, sm_90a: 1 the chunk blocks merge in a cluster, 0 through the workspace
+    int runs = 1;  // launches on the same operator (arrival counters must reset)
+    int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys
+    int warp_rows_combine = -1;  // decode: 0 merges the chunks in mma fragments (-1: warp rows)
+    int tma_loads = -1;  // sm_90a mma.sync kernels: 1 the K/V copies by TMA, 0 cp.async
+    int wgmma = -1;  // sm_90a prefill: 0 keeps the mma.sync kernel
+    int cluster_merge = -1;  // decode, sm_90a: 1 the chunk blocks merge in a cluster, 0 through the workspace
 };
 
 void run(const OperatorSpec &op, const Case &c) {
@@ -45,8 +45,8 @@ void run(const OperatorSpec &op, const Case &c) {
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
                  << (c.window ? " window " + std::to_string(c.window) : std::string()) << " "
                  << (c.arch.empty() ? "device arch" : c.arch) << " chunks " << c.chunks << " key warps " << c.key_warps
-                 << " warp-rows combine " << c.warp_rows_combine << " tma loads " << c.tma_loads << " wgmma "
-                 << c.wgmma << " stages " << c.stages << " block_n " << c.block_n);
+                 << " warp-rows combine " << c.warp_rows_combine << " tma loads " << c.tma_loads << " wgmma " << c.wgmma
+                 << " stages " << c.stages << " block_n " << c.block_n);
     GpuOptions opt;
     opt.arch = c.arch;
     opt.stages = c.stages;
@@ -138,7 +138,8 @@ TEST_CASE("gpu attention: decode's combine folded into the last chunk block, or 
     }
 }
 
-TEST_CASE("gpu attention: decode's chunk blocks merging in a thread block cluster (sm_90a), and through the workspace") {
+TEST_CASE(
+    "gpu attention: decode's chunk blocks merging in a thread block cluster (sm_90a), and through the workspace") {
     // Forced at 2, 3, 5 and 8 chunks (8: more chunks than the 4 tiles, so some are empty), launched
     // twice; with the combine in mma fragments (cluster loads into accumulator registers); the
     // workspace fold where the rule would take clusters; and 16 chunks refused with the reason.
@@ -167,7 +168,8 @@ TEST_CASE("gpu attention: decode's chunk blocks merging in a thread block cluste
         Case too_many{1, 4000, 128, 128};
         too_many.chunks = 16;
         too_many.cluster_merge = 1;
-        CHECK_THROWS_WITH_AS(run(op, too_many), doctest::Contains("a cluster merge takes at most 8 chunks"), std::invalid_argument);
+        CHECK_THROWS_WITH_AS(run(op, too_many), doctest::Contains("a cluster merge takes at most 8 chunks"),
+                             std::invalid_argument);
     }
 }
 

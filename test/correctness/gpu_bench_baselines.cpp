@@ -84,8 +84,8 @@ TEST_CASE("gpu bench baselines: the Halide unfused baseline in (batch, head) chu
         int kv_heads;
         int64_t batch, seq, max_scores;
     };
-    for (const Case &c : {Case{"prefill_gqa", 2, 2, 130, 12 * 130 * 130}, Case{"prefill_alibi", 4, 1, 130, 3 * 130 * 130},
-                          Case{"decode_alibi", 2, 3, 1000, 4000}}) {
+    for (const Case &c : {Case{"prefill_gqa", 2, 2, 130, 12 * 130 * 130},
+                          Case{"prefill_alibi", 4, 1, 130, 3 * 130 * 130}, Case{"decode_alibi", 2, 3, 1000, 4000}}) {
         OperatorSpec s = *find_operator(c.op);
         const int group = s.attention.q_heads / s.attention.kv_heads;
         s.attention.kv_heads = c.kv_heads;

@@ -84,7 +84,8 @@ void record_call(const neptune_halide_trace_event *e) {
             os << " [" << b->dim[d].min << ", " << b->dim[d].extent << ", stride " << b->dim[d].stride << "]";
         if (b->device && b->type.bits == 16) {
             std::vector<uint16_t> first(4096);
-            if (neptune_memcpy_dtoh(first.data(), reinterpret_cast<void *>(uintptr_t(b->device)), first.size() * 2) == 0) {
+            if (neptune_memcpy_dtoh(first.data(), reinterpret_cast<void *>(uintptr_t(b->device)), first.size() * 2) ==
+                0) {
                 double ss = 0;
                 for (uint16_t h : first) ss += double(f16_to_float(h)) * f16_to_float(h);
                 os << ", rms of its first 4096 values on the device " << std::sqrt(ss / 4096);
@@ -110,8 +111,15 @@ void check_mixed_pipeline(bool before, bool after) {
     } else {
         q_in = q;  // the buffer itself: the kernels read it
     }
-    algorithms::AttentionInputs ai{q_in, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
-                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
+    algorithms::AttentionInputs ai{q_in,
+                                   k,
+                                   v,
+                                   Halide::Func(),
+                                   q.dim(1).extent(),
+                                   k.dim(1).extent(),
+                                   q.dim(2).extent(),
+                                   k.dim(2).extent(),
+                                   q.dim(0).extent()};
     algorithms::AttentionFuncs attn = algorithms::attention(a, DType::F16, ai, false);
     fuse_reduction({attn.acc, attn.row_sum}, Halide::RVar(attn.kv.x)).rolling_update(64);
     Halide::Func result = attn.out;

@@ -35,9 +35,8 @@ struct Halving {
         half.realize(out, neptune::gpu_jit_target());
         REQUIRE(out.copy_to_host() == 0);
         int bad = 0;
-        out.for_each_element([&](int x, int y, int z, int w) {
-            bad += float(out(x, y, z, w)) != float(in(x, y, z, w)) * 0.5f ? 1 : 0;
-        });
+        out.for_each_element(
+            [&](int x, int y, int z, int w) { bad += float(out(x, y, z, w)) != float(in(x, y, z, w)) * 0.5f ? 1 : 0; });
         return bad;
     }
 };

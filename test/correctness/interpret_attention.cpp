@@ -27,12 +27,12 @@ struct Case {
     GpuArch arch = GpuArch::Sm80;  // Sm90a: the wgmma/TMA program for prefill (block_n 0: its default)
     int overlap = -1;
     int fold_combine = -1;  // decode: 0 a separate combine kernel (the default folds it into the partial)
-    int key_warps = 0;      // decode: warps per block splitting each KV tile along the keys
-    int tma_loads = -1;     // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
-    int wgmma = -1;         // sm_90a prefill: 0 keeps the mma.sync kernel
-    int interleave = -1;    // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
-    int two_pass = -1;      // decode: 1 the combine ends the maximum over all chunks first (the default rolls)
-    int cluster = -1;       // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
+    int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys
+    int tma_loads = -1;  // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
+    int wgmma = -1;  // sm_90a prefill: 0 keeps the mma.sync kernel
+    int interleave = -1;  // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
+    int two_pass = -1;  // decode: 1 the combine ends the maximum over all chunks first (the default rolls)
+    int cluster = -1;  // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
 };
@@ -79,7 +79,9 @@ void run(const OperatorSpec &op, const Case &c) {
     for (const tir::Workspace &w : l.program.workspaces) {
         std::map<std::string, Halide::Expr> m;
         for (auto &[k, v] : l.ints) m[k] = Halide::Expr(int(v));
-        const int64_t n = Halide::Internal::simplify(Halide::Internal::substitute(m, w.elements)).as<Halide::Internal::IntImm>()->value;
+        const int64_t n = Halide::Internal::simplify(Halide::Internal::substitute(m, w.elements))
+                              .as<Halide::Internal::IntImm>()
+                              ->value;
         ws.emplace_back(TensorDesc{w.name, DType::F32, {n}});
     }
     tir::LaunchArgs args;
@@ -101,10 +103,14 @@ void run(const OperatorSpec &op, const Case &c) {
 }  // namespace
 
 TEST_CASE("interpret: every attention operator's tile program matches the fp64 reference") {
-    const std::vector<Case> cases = {{1, 1}, {2, 70, 64, 64}, {1, 45, 96, 64, 0, 0, 16, 2}, {1, 33, 64, 64, 40, 5},
-                                     {1, 300, 128, 128, 0, 0, 64, 4},
-                                     {3, 100, 64, 64, 0, 0, 32, 1},   // decode's one chunk: no arrival, the output directly
-                                     {1, 700, 64, 64, 0, 0, 32, 11}};  // 11 chunks: the combine's loop padded to 16
+    const std::vector<Case> cases = {
+        {1, 1},
+        {2, 70, 64, 64},
+        {1, 45, 96, 64, 0, 0, 16, 2},
+        {1, 33, 64, 64, 40, 5},
+        {1, 300, 128, 128, 0, 0, 64, 4},
+        {3, 100, 64, 64, 0, 0, 32, 1},  // decode's one chunk: no arrival, the output directly
+        {1, 700, 64, 64, 0, 0, 32, 11}};  // 11 chunks: the combine's loop padded to 16
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) {
@@ -121,7 +127,8 @@ TEST_CASE("interpret: masked prefill deals every (query tile, head, batch) to on
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || op.attention.decode || op.attention.mask == Mask::None) continue;
         for (int64_t sms : {1, 3, 7, 100000})
-            for (Case c : std::vector<Case>{{3, 300, 64, 64, 0, 0, 32, 3}, {3, 300, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a}}) {
+            for (Case c :
+                 std::vector<Case>{{3, 300, 64, 64, 0, 0, 32, 3}, {3, 300, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a}}) {
                 c.sm_count = sms;
                 INFO("sm_count " << sms);
                 run(op, c);
@@ -149,8 +156,10 @@ TEST_CASE("interpret: split-K decode merging each group's chunks in a thread blo
     // 64 and 128.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{3, 100, 64, 64, 0, 0, 32, 1}, {2, 70, 64, 64, 0, 0, 32, 2},
-                                        {1, 300, 128, 128, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
+        for (Case c : std::vector<Case>{{3, 100, 64, 64, 0, 0, 32, 1},
+                                        {2, 70, 64, 64, 0, 0, 32, 2},
+                                        {1, 300, 128, 128, 0, 0, 32, 3},
+                                        {1, 45, 64, 64, 0, 0, 16, 5},
                                         {2, 1000, 128, 128, 0, 0, 32, 8}}) {
             c.arch = GpuArch::Sm90a;
             c.tma_loads = 1;
@@ -164,8 +173,8 @@ TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave_
     // The default deals the tiles out round-robin (the cases above); runs, with empty chunks too.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
-                                        {1, 700, 64, 64, 0, 0, 32, 11}}) {
+        for (Case c : std::vector<Case>{
+                 {2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}, {1, 700, 64, 64, 0, 0, 32, 11}}) {
             c.interleave = 0;
             run(op, c);
         }
@@ -179,8 +188,8 @@ TEST_CASE("interpret: split-K decode with the two-pass combine (maximum first) m
     // and 12).
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5},
-                                        {1, 700, 64, 64, 0, 0, 32, 11}}) {
+        for (Case c : std::vector<Case>{
+                 {2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}, {1, 700, 64, 64, 0, 0, 32, 11}}) {
             c.two_pass = 1;
             run(op, c);
             c.fold_combine = 0;
@@ -189,13 +198,16 @@ TEST_CASE("interpret: split-K decode with the two-pass combine (maximum first) m
     }
 }
 
-TEST_CASE("interpret: decode with key-split warps (each a slice of every KV tile, merged by the combine) matches fp64") {
+TEST_CASE(
+    "interpret: decode with key-split warps (each a slice of every KV tile, merged by the combine) matches fp64") {
     // Sequences that end inside a warp's slice, inside the tile and on its edge; one chunk (the block
     // combines its own warps), several, and more chunks than tiles; 2 and 4 warps of 16 keys or 32.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 16, 1}, {1, 200, 64, 64, 0, 0, 16, 3},
-                                        {3, 64, 128, 128, 0, 0, 16, 1}, {1, 45, 64, 64, 0, 0, 32, 5},
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 16, 1},
+                                        {1, 200, 64, 64, 0, 0, 16, 3},
+                                        {3, 64, 128, 128, 0, 0, 16, 1},
+                                        {1, 45, 64, 64, 0, 0, 32, 5},
                                         {1, 129, 80, 80, 0, 0, 16, 2}}) {
             for (const int warps : {2, 4}) {
                 c.key_warps = warps;
@@ -211,8 +223,8 @@ TEST_CASE("interpret: decode with TMA copies in its one-warp loop (sm_90a) match
     // 64 and 128, 16- and 32-key tiles, one chunk and several.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 128, 128, 0, 0, 16, 1},
-                                        {3, 100, 64, 64, 0, 0, 32, 2}}) {
+        for (Case c : std::vector<Case>{
+                 {2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 128, 128, 0, 0, 16, 1}, {3, 100, 64, 64, 0, 0, 32, 2}}) {
             c.arch = GpuArch::Sm90a;
             c.tma_loads = 1;
             run(op, c);
@@ -222,8 +234,8 @@ TEST_CASE("interpret: decode with TMA copies in its one-warp loop (sm_90a) match
     // for V by TMA) with more chunks than tiles: what decode runs at batch 1 (decode_block_n).
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{1, 200, 256, 256, 0, 0, 64, 5}, {1, 333, 80, 80, 0, 0, 64, 16},
-                                        {1, 1000, 96, 64, 0, 0, 64, 16}}) {
+        for (Case c : std::vector<Case>{
+                 {1, 200, 256, 256, 0, 0, 64, 5}, {1, 333, 80, 80, 0, 0, 64, 16}, {1, 1000, 96, 64, 0, 0, 64, 16}}) {
             c.arch = GpuArch::Sm90a;
             run(op, c);
         }
@@ -268,12 +280,11 @@ TEST_CASE("interpret: a ring tile never released would hang the producer, and th
 TEST_CASE("interpret: the sm_90a programs (wgmma, TMA by plane and row, releases) match the fp64 reference") {
     // 128 query rows per block over 128- or 64-key tiles; sequences that end inside a tile, several
     // planes (batch, GQA heads), fewer query rows than keys, a window.
-    const std::vector<Case> cases = {{1, 300, 128, 128, 0, 0, 0, 3, GpuArch::Sm90a},
-                                     {2, 70, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a},
-                                     {1, 200, 64, 128, 77, 0, 0, 3, GpuArch::Sm90a},
-                                     {1, 260, 64, 64, 0, 100, 64, 3, GpuArch::Sm90a},
-                                     {2, 300, 64, 64, 0, 96, 0, 3, GpuArch::Sm90a},  // both window edges in one tile
-                                     {1, 50, 64, 64, 0, 0, 0, 3, GpuArch::Sm90a}};  // one KV tile: no steady loop
+    const std::vector<Case> cases = {
+        {1, 300, 128, 128, 0, 0, 0, 3, GpuArch::Sm90a}, {2, 70, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a},
+        {1, 200, 64, 128, 77, 0, 0, 3, GpuArch::Sm90a}, {1, 260, 64, 64, 0, 100, 64, 3, GpuArch::Sm90a},
+        {2, 300, 64, 64, 0, 96, 0, 3, GpuArch::Sm90a},  // both window edges in one tile
+        {1, 50, 64, 64, 0, 0, 0, 3, GpuArch::Sm90a}};  // one KV tile: no steady loop
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention) continue;
         for (const Case &c : cases) {

@@ -60,11 +60,11 @@ struct Attention {
 };
 
 std::vector<HostTensor> inputs(const Shape &s) {
-    std::vector<HostTensor> t = {
-        HostTensor({"q", DType::F16, {s.batch, s.q_heads, s.seq_q, s.dim}}),
-        HostTensor({"k", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
-        HostTensor({"v", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
-        HostTensor({"a", DType::F32, {s.q_heads}}), HostTensor({"b", DType::F32, {s.q_heads}})};
+    std::vector<HostTensor> t = {HostTensor({"q", DType::F16, {s.batch, s.q_heads, s.seq_q, s.dim}}),
+                                 HostTensor({"k", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
+                                 HostTensor({"v", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
+                                 HostTensor({"a", DType::F32, {s.q_heads}}),
+                                 HostTensor({"b", DType::F32, {s.q_heads}})};
     uint64_t x = 12345;
     auto uniform = [&]() {  // a small LCG: reproducible, no dependence on the suite's generators
         x = x * 6364136223846793005ull + 1442695040888963407ull;
@@ -103,8 +103,8 @@ void check(const Modifier &modifier, const Shape &s, GpuArch arch) {
     tir::LaunchArgs args;
     for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
     args.tensors["out"] = &got;
-    args.ints = {{"batch", s.batch}, {"q_heads", s.q_heads}, {"kv_heads", s.kv_heads}, {"seq_q", s.seq_q},
-                 {"seq_kv", s.seq_kv}};
+    args.ints = {
+        {"batch", s.batch}, {"q_heads", s.q_heads}, {"kv_heads", s.kv_heads}, {"seq_q", s.seq_q}, {"seq_kv", s.seq_kv}};
     tir::interpret(program, args);
 
     std::vector<double> expected(got.values.size());
@@ -131,7 +131,7 @@ Expr sigmoid_gate(Expr s, Expr pos, Expr j, Func a, Func b, Expr h) {
 TEST_CASE("interpret custom modifier: a per-head temperature and log-distance decay, as lesson 10 builds it") {
     for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
         check(temperature_log_decay, {2, 4, 2, 200, 200, 64}, arch);  // partial last tile, GQA
-        check(temperature_log_decay, {1, 4, 2, 77, 200, 64}, arch);   // queries at the last positions
+        check(temperature_log_decay, {1, 4, 2, 77, 200, 64}, arch);  // queries at the last positions
     }
 }
 

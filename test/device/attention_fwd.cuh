@@ -33,8 +33,8 @@ constexpr int attention_smem_bytes = 4 * attention_tile<T>::bytes;
  * Occupancy 3 (12 warps per SM on H100/H200) fits both shared memory (3 x 68 KB) and registers:
  * ptxas then keeps the kernel at 167 registers per thread, without spills. */
 template <typename T, bool CAUSAL>
-__global__ void __launch_bounds__(128, 3) attention_fwd(const T *q, const T *k, const T *v, T *o, int seq,
-                                                     float scale_log2) {
+__global__ void __launch_bounds__(128, 3)
+    attention_fwd(const T *q, const T *k, const T *v, T *o, int seq, float scale_log2) {
     constexpr int D = attention_shape::head_dim, BN = attention_shape::block_n, THREADS = attention_shape::threads;
     extern __shared__ __align__(16) unsigned char smem[];
     // Slots 0, 1: K stages; 2, 3: V stages. Computed, not an array of tiles: an array indexed by the
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(128, 3) attention_fwd(const T *q, const T *k, 
         const int kv0 = j * BN, stage = j & 1;
         const long long next = static_cast<long long>(kv0 + BN) * D;
         nd::cp_async_wait<1>();  // K j (and Q) have landed
-        nd::barrier();           // ... for every thread's copies; and stage ^ 1 is no longer read
+        nd::barrier();  // ... for every thread's copies; and stage ^ 1 is no longer read
         if (j == 0) {
             nd::load_a(q_frag, q_s, 16 * warp);
             nd::barrier();  // Q is in every warp's registers before K 1 overwrites it

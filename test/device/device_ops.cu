@@ -25,7 +25,6 @@ namespace {
 namespace nd = neptune::device;
 namespace dt = neptune::device_test;
 
-
 // ---- Element types on the host ----------------------------------------------------------------
 
 /** Names, rounding and conversions of the two element types on the host. */
@@ -85,7 +84,7 @@ std::vector<float> random_exact(std::mt19937 &rng, size_t n, float lo, float hi)
 
 template <typename T>
 class device_buffer {
-  public:
+public:
     explicit device_buffer(size_t n) : n_(n) { NEPTUNE_CUDA_CHECK(cudaMalloc(&p_, n * sizeof(T))); }
     explicit device_buffer(const std::vector<T> &host) : device_buffer(host.size()) {
         NEPTUNE_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
@@ -100,7 +99,7 @@ class device_buffer {
         return host;
     }
 
-  private:
+private:
     T *p_ = nullptr;
     size_t n_;
 };
@@ -114,7 +113,7 @@ struct tolerance {
 };
 
 class checker {
-  public:
+public:
     void close(const std::string &what, const std::vector<double> &actual, const std::vector<double> &expected,
                tolerance tol) {
         if (actual.size() != expected.size()) return fail(what + ": size mismatch");
@@ -152,7 +151,7 @@ class checker {
     int passed() const { return passed_; }
     int failed() const { return failed_; }
 
-  private:
+private:
     void fail(const std::string &line) {
         ++failed_;
         std::puts(line.c_str());
@@ -179,8 +178,8 @@ void test_mma(checker &ck, std::mt19937 &rng, int b_row0, int b_col0) {
     const std::vector<float> b = random_exact<T>(rng, size_t(shape::b_rows) * shape::b_cols, -1, 1);
     device_buffer<T> a_d(to_type<T>(a)), b_d(to_type<T>(b)), c16_d(size_t(shape::m) * shape::n);
     device_buffer<float> c32_d(size_t(shape::m) * shape::n);
-    dt::mma_kernel<T, WARPS, MT, NT, KT, AB, SWIZZLED><<<1, 32 * WARPS>>>(a_d.get(), b_d.get(), c32_d.get(),
-                                                                            c16_d.get(), b_row0, b_col0);
+    dt::mma_kernel<T, WARPS, MT, NT, KT, AB, SWIZZLED>
+        <<<1, 32 * WARPS>>>(a_d.get(), b_d.get(), c32_d.get(), c16_d.get(), b_row0, b_col0);
     sync_launch();
 
     std::vector<double> ref(size_t(shape::m) * shape::n);
@@ -188,15 +187,15 @@ void test_mma(checker &ck, std::mt19937 &rng, int b_row0, int b_col0) {
         for (int j = 0; j < shape::n; ++j) {
             double sum = 1.0;  // the kernel's fill
             for (int k = 0; k < shape::k; ++k) {
-                const size_t bi = AB ? size_t(b_row0 + k) * shape::b_cols + b_col0 + j
-                                     : size_t(b_row0 + j) * shape::b_cols + k;
+                const size_t bi =
+                    AB ? size_t(b_row0 + k) * shape::b_cols + b_col0 + j : size_t(b_row0 + j) * shape::b_cols + k;
                 sum += double(a[size_t(i) * shape::k + k]) * b[bi];
             }
             ref[size_t(i) * shape::n + j] = sum;
         }
-    const std::string name = shape_name(AB ? (SWIZZLED ? "mma_ab swizzled" : "mma_ab")
-                                           : (SWIZZLED ? "mma_abt swizzled" : "mma_abt"),
-                                        host_type<T>::name, {WARPS, MT, NT, KT, b_row0, b_col0});
+    const std::string name =
+        shape_name(AB ? (SWIZZLED ? "mma_ab swizzled" : "mma_ab") : (SWIZZLED ? "mma_abt swizzled" : "mma_abt"),
+                   host_type<T>::name, {WARPS, MT, NT, KT, b_row0, b_col0});
     ck.close(name + " f32", to_double(c32_d.download()), ref, {2e-4, 0});
     ck.close(name + " as T", to_double(c16_d.download()), ref, {2e-4, host_type<T>::unit_roundoff});
 }
@@ -208,16 +207,18 @@ void test_load(checker &ck, std::mt19937 &rng, int valid_rows, int valid_cols, i
     using tile = nd::smem_tile<T, ROWS, COLS>;
     const std::vector<T> src = to_type<T>(random_floats(rng, size_t(ROWS) * row_stride, 1, 2));  // never 0
     device_buffer<T> src_d(src), out_d(size_t(ROWS) * tile::pitch);
-    dt::load_kernel<T, THREADS, ROWS, COLS, ASYNC><<<1, THREADS + 32>>>(src_d.get(), row_stride, valid_rows, valid_cols,
-                                                                        out_d.get());
+    dt::load_kernel<T, THREADS, ROWS, COLS, ASYNC>
+        <<<1, THREADS + 32>>>(src_d.get(), row_stride, valid_rows, valid_cols, out_d.get());
     sync_launch();
 
     std::vector<T> expected(size_t(ROWS) * tile::pitch);
     for (int r = 0; r < ROWS; ++r)
         for (int c = 0; c < tile::pitch; ++c) {
             T &e = expected[size_t(r) * tile::pitch + c];
-            if (c >= COLS) e.bits = dt::poison_bits;
-            else e = r < valid_rows && c / 8 * 8 < valid_cols ? src[size_t(r) * row_stride + c] : T{0};
+            if (c >= COLS)
+                e.bits = dt::poison_bits;
+            else
+                e = r < valid_rows && c / 8 * 8 < valid_cols ? src[size_t(r) * row_stride + c] : T{0};
         }
     const std::string name = shape_name(ASYNC ? "load_tile_async" : "load_tile_sync", host_type<T>::name,
                                         {THREADS, ROWS, COLS, valid_rows, valid_cols});
@@ -230,8 +231,8 @@ template <typename T, int THREADS, int ROWS, int COLS, bool ASYNC>
 void test_load_swizzled(checker &ck, std::mt19937 &rng, int valid_rows, int valid_cols, int row_stride) {
     const std::vector<T> src = to_type<T>(random_floats(rng, size_t(ROWS) * row_stride, 1, 2));  // never 0
     device_buffer<T> src_d(src), out_d(size_t(ROWS) * COLS);
-    dt::load_swizzled_kernel<T, THREADS, ROWS, COLS, ASYNC><<<1, THREADS + 32>>>(src_d.get(), row_stride, valid_rows,
-                                                                                valid_cols, out_d.get());
+    dt::load_swizzled_kernel<T, THREADS, ROWS, COLS, ASYNC>
+        <<<1, THREADS + 32>>>(src_d.get(), row_stride, valid_rows, valid_cols, out_d.get());
     sync_launch();
 
     std::vector<T> expected(size_t(ROWS) * COLS);
@@ -263,8 +264,8 @@ void test_reduce(checker &ck, std::mt19937 &rng) {
 
     device_buffer<float> in_d(in), m_init_d(m_init), l_init_d(l_init);
     device_buffer<float> m_d(M), l_raw_d(M), p_d(size_t(M) * N), l_d(M);
-    dt::reduce_kernel<MT, NT><<<1, 32>>>(in_d.get(), m_init_d.get(), l_init_d.get(), m_d.get(), l_raw_d.get(),
-                                         p_d.get(), l_d.get());
+    dt::reduce_kernel<MT, NT>
+        <<<1, 32>>>(in_d.get(), m_init_d.get(), l_init_d.get(), m_d.get(), l_raw_d.get(), p_d.get(), l_d.get());
     sync_launch();
 
     std::vector<double> m(M), l_raw(M), p(size_t(M) * N), l(M);
@@ -318,8 +319,8 @@ void test_store(checker &ck, std::mt19937 &rng) {
     device_buffer<T> out16_d(std::vector<T>(size_t(rows) * stride, poison16));
     device_buffer<float> out32_d(std::vector<float>(size_t(rows) * stride, poison));
     device_buffer<float> rows_d(std::vector<float>(rows, poison));
-    dt::store_kernel<T, MT, NT><<<1, 32>>>(in_d.get(), out16_d.get(), out32_d.get(), rows_d.get(), stride, row0,
-                                           valid_rows, valid_cols);
+    dt::store_kernel<T, MT, NT>
+        <<<1, 32>>>(in_d.get(), out16_d.get(), out32_d.get(), rows_d.get(), stride, row0, valid_rows, valid_cols);
     sync_launch();
 
     std::vector<T> out16(size_t(rows) * stride, poison16);
@@ -354,9 +355,9 @@ void test_warp_rows(checker &ck, std::mt19937 &rng, int load_cols, int store_col
     device_buffer<T> out16_d(std::vector<T>(size_t(rows) * stride, poison16));
     device_buffer<float> out32_d(std::vector<float>(size_t(rows) * stride, poison));
     device_buffer<float> rows_d(std::vector<float>(rows, poison));
-    dt::warp_rows_kernel<T, R, Q, WHOLE_FOURS><<<1, 32>>>(
-        in_d.get(), in_rows_d.get(), out16_d.get(), out32_d.get(), rows_d.get(), stride, row0, load_rows, load_cols,
-        store_rows, store_cols);
+    dt::warp_rows_kernel<T, R, Q, WHOLE_FOURS><<<1, 32>>>(in_d.get(), in_rows_d.get(), out16_d.get(), out32_d.get(),
+                                                          rows_d.get(), stride, row0, load_rows, load_cols, store_rows,
+                                                          store_cols);
     sync_launch();
 
     std::vector<T> out16(size_t(rows) * stride, poison16);
@@ -371,7 +372,8 @@ void test_warp_rows(checker &ck, std::mt19937 &rng, int load_cols, int store_col
             out16[size_t(i) * stride + c] = host_type<T>::from(y);
         }
     }
-    const std::string name = shape_name("warp_rows", host_type<T>::name, {R, Q, WHOLE_FOURS, load_cols, store_cols, missing_rows});
+    const std::string name =
+        shape_name("warp_rows", host_type<T>::name, {R, Q, WHOLE_FOURS, load_cols, store_cols, missing_rows});
     // The device may fuse x * scale + c / 1024 into one FMA: half an ulp of f32 apart at most.
     ck.close(name + " store_warp_rows f32", to_double(out32_d.download()), to_double(out32), {1e-6, 1e-6});
     ck.close(name + " store_warp_rows " + host_type<T>::name, to_double(out16_d.download()), to_double(out16),
@@ -431,8 +433,8 @@ void test_attention(checker &ck, std::mt19937 &rng, int batch_heads, int seq) {
             }
         }
     const attention_tolerance tol = attention_tol<T>;
-    ck.close(std::string("attention_fwd ") + host_type<T>::name + (CAUSAL ? " causal" : "") + " BH=" +
-                 std::to_string(batch_heads) + " S=" + std::to_string(seq),
+    ck.close(std::string("attention_fwd ") + host_type<T>::name + (CAUSAL ? " causal" : "") +
+                 " BH=" + std::to_string(batch_heads) + " S=" + std::to_string(seq),
              to_double(o_d.download()), ref, {tol.max_abs, 0, tol.rel_rms});
 }
 
@@ -484,27 +486,27 @@ void time_attention(checker &ck, int batch, int heads, int seq) {
 
 template <typename T>
 void test_type(checker &ck, std::mt19937 &rng) {
-    test_mma<T, 2, 1, 8, 8, false>(ck, rng, 8, 0);   // S = Q K^T shape: 16 x 64 per warp, d = 128
+    test_mma<T, 2, 1, 8, 8, false>(ck, rng, 8, 0);  // S = Q K^T shape: 16 x 64 per warp, d = 128
     test_mma<T, 1, 2, 3, 2, false>(ck, rng, 16, 0);  // odd NT: the ldmatrix .x2 tail
     test_mma<T, 2, 1, 16, 4, true>(ck, rng, 8, 16);  // O += P V shape: 64 keys, d = 128
     test_mma<T, 1, 2, 5, 1, true>(ck, rng, 16, 8);
     test_load<T, 64, 24, 40, false>(ck, rng, 19, 24, 56);
     test_load<T, 64, 24, 40, true>(ck, rng, 19, 24, 56);
     test_load<T, 64, 24, 40, true>(ck, rng, 1000, 1000, 40);  // nothing masked
-    test_load<T, 64, 24, 40, true>(ck, rng, 0, 40, 40);       // everything masked
+    test_load<T, 64, 24, 40, true>(ck, rng, 0, 40, 40);  // everything masked
     test_load<T, 128, 64, 128, true>(ck, rng, 50, 96, 136);
     // Swizzled tiles (decode's and mma.sync prefill's K, V and Q tiles): any b_row0, b_col0 0 or 64.
-    test_mma<T, 2, 1, 8, 8, false, true>(ck, rng, 8, 0);   // S = Q K^T, d = 128
-    test_mma<T, 1, 2, 3, 4, false, true>(ck, rng, 5, 0);   // odd NT (.x2 tail), a row offset inside a group
+    test_mma<T, 2, 1, 8, 8, false, true>(ck, rng, 8, 0);  // S = Q K^T, d = 128
+    test_mma<T, 1, 2, 3, 4, false, true>(ck, rng, 5, 0);  // odd NT (.x2 tail), a row offset inside a group
     test_mma<T, 2, 1, 16, 4, true, true>(ck, rng, 8, 64);  // O += P V, 64 keys, the second column block
-    test_mma<T, 1, 1, 5, 8, true, true>(ck, rng, 3, 0);    // odd NT, 128 keys
+    test_mma<T, 1, 1, 5, 8, true, true>(ck, rng, 3, 0);  // odd NT, 128 keys
     test_load_swizzled<T, 32, 32, 128, true>(ck, rng, 32, 128, 128);  // decode's K tile
-    test_load_swizzled<T, 64, 24, 64, true>(ck, rng, 19, 40, 72);     // masked rows and chunks
+    test_load_swizzled<T, 64, 24, 64, true>(ck, rng, 19, 40, 72);  // masked rows and chunks
     test_load_swizzled<T, 64, 16, 128, false>(ck, rng, 1, 128, 128);  // decode's Q tile: one row
     test_layout<T, 2, 4>(ck, rng);
     test_layout<T, 1, 16>(ck, rng);
     test_store<T, 2, 4>(ck, rng);
-    test_warp_rows<T, 4, 1>(ck, rng, 126, 125, 2);   // a combine strip at head dim 128; lone column at the end
+    test_warp_rows<T, 4, 1>(ck, rng, 126, 125, 2);  // a combine strip at head dim 128; lone column at the end
     test_warp_rows<T, 16, 2>(ck, rng, 201, 256, 5);  // 16 rows, two column blocks, loads that end inside a lane
     test_warp_rows<T, 4, 1, true>(ck, rng, 80, 128, 3);  // head dim 80: lanes 20..31 past the columns; 1 row
     test_attention<T, false>(ck, rng, 2, 333);

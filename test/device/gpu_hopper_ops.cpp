@@ -25,7 +25,6 @@ using namespace neptune;
 
 namespace {
 
-
 std::string last_error() { return neptune_last_error(); }
 
 struct Device {
@@ -59,7 +58,8 @@ struct Tensor {
         const unsigned long long dims[3] = {unsigned(cols), unsigned(rows), unsigned(planes)};
         const unsigned long long strides[2] = {2ull * cols, 2ull * cols * rows};
         const unsigned box[2] = {64, unsigned(box_rows)};
-        REQUIRE_MESSAGE(neptune_tensor_map_encode(map.bytes, dev->ptr, 2, dims, strides, box, 256) == NEPTUNE_OK, last_error());
+        REQUIRE_MESSAGE(neptune_tensor_map_encode(map.bytes, dev->ptr, 2, dims, strides, box, 256) == NEPTUNE_OK,
+                        last_error());
     }
 };
 
@@ -134,13 +134,15 @@ TEST_CASE("hopper: wgmma S = Q K^T from swizzled tiles (K-major), zero-init and 
             void *o = out.ptr;
             const std::string name = std::string("abt_") + (bf16 ? "bf16" : "f16") + "_" + std::to_string(s.ra) + "_" +
                                      std::to_string(s.n) + "_" + std::to_string(s.k);
-            launch(name, unsigned(128 * (s.ra / 64)), unsigned((s.ra + s.n) * s.k * 2), {a.map.bytes, b.map.bytes, &acc, &o});
+            launch(name, unsigned(128 * (s.ra / 64)), unsigned((s.ra + s.n) * s.k * 2),
+                   {a.map.bytes, b.map.bytes, &acc, &o});
             const std::vector<float> got = download<float>(out, size_t(s.ra) * s.n);
             double worst = 0;
             for (int m = 0; m < s.ra; m++)
                 for (int n = 0; n < s.n; n++) {
                     double want = s.accumulate ? 1.0 : 0.0;
-                    for (int k = 0; k < s.k; k++) want += double(a.values[size_t(m) * s.k + k]) * b.values[size_t(n) * s.k + k];
+                    for (int k = 0; k < s.k; k++)
+                        want += double(a.values[size_t(m) * s.k + k]) * b.values[size_t(n) * s.k + k];
                     worst = std::max(worst, std::fabs(got[size_t(m) * s.n + n] - want));
                 }
             INFO(name << ": max abs error " << worst);
@@ -168,7 +170,8 @@ TEST_CASE("hopper: wgmma O = P V with P in registers and V MN-major across colum
             for (int m = 0; m < 64; m++)
                 for (int n = 0; n < s.n; n++) {
                     double want = 0;
-                    for (int kk = 0; kk < k; kk++) want += double(a.values[size_t(m) * k + kk]) * v.values[size_t(kk) * s.n + n];
+                    for (int kk = 0; kk < k; kk++)
+                        want += double(a.values[size_t(m) * k + kk]) * v.values[size_t(kk) * s.n + n];
                     worst = std::max(worst, std::fabs(got[size_t(m) * s.n + n] - want));
                 }
             INFO(name << ": max abs error " << worst);

@@ -69,8 +69,10 @@ __global__ void mma_kernel(const T *a, const T *b, float *c32, T *c16, int b_row
     nd::load_a(a_frag, a_s, row0);
     nd::acc_tile<MT, NT> c;
     nd::fill(c, 1.0f);  // mma accumulates onto what is there
-    if constexpr (AB) nd::mma_ab(c, a_frag, b_s, b_row0, b_col0);
-    else nd::mma_abt(c, a_frag, b_s, b_row0);
+    if constexpr (AB)
+        nd::mma_ab(c, a_frag, b_s, b_row0, b_col0);
+    else
+        nd::mma_abt(c, a_frag, b_s, b_row0);
     nd::store_acc_f32(c32, shape::n, c, row0, shape::m, shape::n);
     nd::store_acc(c16, shape::n, c, row0, shape::m, shape::n);
 }
@@ -106,8 +108,8 @@ __global__ void load_swizzled_kernel(const T *g, long long row_stride, int valid
  *   m_out = row_max(m_init, in),  l_raw_out = row_sum(l_init, in),
  *   p_out = 2^(in - m) (m = m_out, or 0 where m_out = -inf),  l_out = row_sum(l_init, p). */
 template <int MT, int NT>
-__global__ void reduce_kernel(const float *in, const float *m_init, const float *l_init, float *m_out,
-                              float *l_raw_out, float *p_out, float *l_out) {
+__global__ void reduce_kernel(const float *in, const float *m_init, const float *l_init, float *m_out, float *l_raw_out,
+                              float *p_out, float *l_out) {
     constexpr int N = 8 * NT;
     nd::acc_tile<MT, NT> c;
     nd::map(c, [&](float, int r, int col) { return in[r * N + col]; });

@@ -104,7 +104,9 @@ TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas
 
 namespace {
 
-std::string temp_path(const char *name) { return std::string("/tmp/neptune_cli_") + name + "_" + std::to_string(getpid()); }
+std::string temp_path(const char *name) {
+    return std::string("/tmp/neptune_cli_") + name + "_" + std::to_string(getpid());
+}
 
 void expect(const std::string &args, int status, const std::string &phrase) {
     const Outcome o = run_bench(args);
@@ -123,7 +125,9 @@ TEST_CASE("bench cli: profile's bad options are refused with the reason, before 
     // With a profiler at hand (a stand-in ncu on the PATH), an unusable report folder is named,
     // and without a GPU there is nothing to profile.
     const std::string bin = temp_path("bin");
-    REQUIRE(std::system(("mkdir -p " + bin + " && printf '#!/bin/sh\\nexit 0\\n' > " + bin + "/ncu && chmod +x " + bin + "/ncu").c_str()) == 0);
+    REQUIRE(std::system(
+                ("mkdir -p " + bin + " && printf '#!/bin/sh\\nexit 0\\n' > " + bin + "/ncu && chmod +x " + bin + "/ncu")
+                    .c_str()) == 0);
     const std::string path = "PATH=" + bin + ":$PATH";
     const Outcome bad_dir = run_bench("profile decode_gqa 1,64 --profile /proc/no/such/folder", path);
     INFO(bad_dir.output);
@@ -148,7 +152,8 @@ TEST_CASE("bench cli: sweep's bad options are refused with the reason") {
     expect("sweep --dry-run --json " + foreign, 2, "not a neptune_bench result file");
     std::remove(foreign.c_str());
     // Without a GPU a sweep with points to measure stops and says so.
-    expect("sweep --ops decode_gqa --sweeps batch --batch-values 1 --json " + temp_path("none.json"), 3, "no CUDA device");
+    expect("sweep --ops decode_gqa --sweeps batch --batch-values 1 --json " + temp_path("none.json"), 3,
+           "no CUDA device");
 }
 
 TEST_CASE("bench cli: a sweep resumes from its file: --dry-run lists only the points it lacks") {
@@ -167,7 +172,8 @@ TEST_CASE("bench cli: a sweep resumes from its file: --dry-run lists only the po
     const Outcome retry = run_bench(cmd + " --retry-failed");
     CHECK(retry.output.find("decode_gqa 4,8192") != std::string::npos);
     // The whole default plan: ten operators, 13 points each.
-    CHECK(run_bench("sweep --dry-run --json " + temp_path("empty.json")).output.find("130 points planned") != std::string::npos);
+    CHECK(run_bench("sweep --dry-run --json " + temp_path("empty.json")).output.find("130 points planned") !=
+          std::string::npos);
     std::remove(file.c_str());
 }
 
@@ -177,7 +183,8 @@ TEST_CASE("bench cli: a complete sweep file needs no GPU: --plots turns it into 
         {"op": "decode_gqa", "batch": 1, "seq": 8192, "unit": "TB/s", "work": 1e8, "status": "ok", "results": [
           {"impl": "neptune", "supported": true, "correct": true, "median_ms": 0.05},
           {"impl": "sdpa_cudnn", "supported": true, "correct": true, "median_ms": 0.04}]}]})";
-    const Outcome o = run_bench("sweep --ops decode_gqa --sweeps batch --batch-values 1 --json " + file + " --plots " + plots);
+    const Outcome o =
+        run_bench("sweep --ops decode_gqa --sweeps batch --batch-values 1 --json " + file + " --plots " + plots);
     INFO(o.output);
     CHECK(o.status == 0);
     CHECK(o.output.find("0 to measure") != std::string::npos);

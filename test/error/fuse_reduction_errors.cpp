@@ -26,9 +26,7 @@ void check_rejected(const std::function<void()> &directive, const char *phrase, 
     std::string message;
     try {
         directive();
-    } catch (const neptune::CompileError &e) {
-        message = e.what();
-    }
+    } catch (const neptune::CompileError &e) { message = e.what(); }
     for (const Func &f : named) {
         INFO("message: " << message);
         CHECK_MESSAGE(message.find(f.name()) != std::string::npos, "the message names " << f.name());
@@ -76,7 +74,8 @@ std::vector<double> values(const Buffer<float> &b) {
 // non-finite value where the unfused one is finite.
 void check_same(const std::string &what, const Buffer<float> &fused, const Buffer<float> &plain) {
     const neptune::ErrorStats e = neptune::compare(values(fused), values(plain));
-    INFO(what << ": max |err| " << e.max_abs << " (fused " << e.worst_actual << ", unfused " << e.worst_expected << ")");
+    INFO(what << ": max |err| " << e.max_abs << " (fused " << e.worst_actual << ", unfused " << e.worst_expected
+              << ")");
     CHECK(e.nonfinite == 0);
     CHECK(e.max_scaled < 1e-5);
 }
@@ -200,8 +199,7 @@ TEST_CASE("fuse_reduction errors: a target reads an axis reduction missing from 
     const Softmax s(x, 64, "missing");
     const Expr l = select(s.row_sum(s.i) == 0.0f, 1.0f, s.row_sum(s.i));
     const Func t = target(s, "normalised_max", 'M', exp(x(s.kv, s.i) - s.row_max(s.i)) / l);
-    check_rejected([&] { fuse_reduction(t, {s.row_max}, RVar(s.kv.x)); }, "that is not in the chain",
-                   {t, s.row_sum});
+    check_rejected([&] { fuse_reduction(t, {s.row_max}, RVar(s.kv.x)); }, "that is not in the chain", {t, s.row_sum});
     // Named, or discovered, the chain is fine.
     CHECK_NOTHROW(fuse_reduction(t, {s.row_max, s.row_sum}, RVar(s.kv.x)));
 }
@@ -317,8 +315,13 @@ struct Attention {
     Func score, row_max, row_sum, acc, out;
     Attention(const Buffer<float> &q, const Buffer<float> &k, const Buffer<float> &v, const MaskCase &mask,
               const std::string &tag)
-        : kv(0, k.dim(1).extent(), "kv"), rd(0, q.dim(0).extent(), "rd"), score(tag + "_score"),
-          row_max(tag + "_row_max"), row_sum(tag + "_row_sum"), acc(tag + "_acc"), out(tag + "_out") {
+        : kv(0, k.dim(1).extent(), "kv"),
+          rd(0, q.dim(0).extent(), "rd"),
+          score(tag + "_score"),
+          row_max(tag + "_row_max"),
+          row_sum(tag + "_row_sum"),
+          acc(tag + "_acc"),
+          out(tag + "_out") {
         Func qk(tag + "_qk");
         qk(j, i) = 0.0f;
         qk(j, i) += q(rd, i) * k(rd, j);

@@ -47,7 +47,8 @@ void trace(const neptune_halide_trace_event *e) {
     for (int i = 0; i < e->num_buffers; i++) {
         s += std::string(" ") + e->buffer_names[i];
         for (int d = 0; d < e->buffers[i]->dimensions; d++)
-            s += "[" + std::to_string(e->buffers[i]->dim[d].min) + "," + std::to_string(e->buffers[i]->dim[d].extent) + ")";
+            s += "[" + std::to_string(e->buffers[i]->dim[d].min) + "," + std::to_string(e->buffers[i]->dim[d].extent) +
+                 ")";
     }
     seen().push_back(s);
 }
@@ -84,13 +85,16 @@ TEST_CASE("aot extern: a bounds query fills every input whole from the caller's 
     CHECK(v.dim(2).extent() == 2);
     REQUIRE(!seen().empty());
     // The stage was asked about the whole output only, and answered without running.
-    for (const std::string &s : seen()) CHECK(s == "query: q[0,128)[0,7)[0,4)[0,2) k[0,128)[0,9)[0,2)[0,2) "
-                                                   "v[0,128)[0,9)[0,2)[0,2) out[0,128)[0,7)[0,4)[0,2)");
+    for (const std::string &s : seen())
+        CHECK(s ==
+              "query: q[0,128)[0,7)[0,4)[0,2) k[0,128)[0,9)[0,2)[0,2) "
+              "v[0,128)[0,9)[0,2)[0,2) out[0,128)[0,7)[0,4)[0,2)");
     neptune_halide_set_trace(nullptr);
 }
 
 TEST_CASE("aot extern: ALiBi's slopes are a fifth buffer, asked for over every query head") {
-    Buffer<void> q = query({128, 3, 4, 1}), k = query({128, 5, 2, 1}), v = query({128, 5, 2, 1}), out = query({128, 3, 4, 1});
+    Buffer<void> q = query({128, 3, 4, 1}), k = query({128, 5, 2, 1}), v = query({128, 5, 2, 1}),
+                 out = query({128, 3, 4, 1});
     std::vector<halide_dimension_t> one = {{0, 0, 0, 0}};
     Buffer<void> slopes(halide_type_t(halide_type_float, 32), nullptr, 1, one.data());
     clear_messages();
@@ -141,7 +145,8 @@ TEST_CASE("aot extern: wrong buffers are refused before any device work, naming 
     std::memset(k256.data(), 0, k256.size_in_bytes());
     clear_messages();
     CHECK(prefill_causal(a.q, k256, a.v, a.out) == halide_error_code_constraint_violated);
-    CHECK(has(all_messages(), "Neptune extern stage out: buffer k covers [0, 256) in dimension 0 (128), expected [0, 128)"));
+    CHECK(has(all_messages(),
+              "Neptune extern stage out: buffer k covers [0, 256) in dimension 0 (128), expected [0, 128)"));
 
     Attention odd(128, 7, 4, 9, 3, 2);
     clear_messages();
@@ -172,5 +177,6 @@ TEST_CASE("aot extern: without a GPU, the run reports the missing driver and ret
     CHECK(prefill_causal(a.q, a.k, a.v, a.out) != 0);
     CHECK(has(all_messages(), "libcuda.so.1"));
     void *context = nullptr;
-    CHECK(halide_cuda_acquire_context(nullptr, &context, true) == halide_error_code_gpu_device_error);  // Neptune's override
+    CHECK(halide_cuda_acquire_context(nullptr, &context, true) ==
+          halide_error_code_gpu_device_error);  // Neptune's override
 }

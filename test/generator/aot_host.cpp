@@ -18,14 +18,13 @@
 using namespace neptune;
 using namespace neptune::testing;
 
-
 TEST_CASE("aot host: prefill attention, causal, grouped heads, rising row maxima") {
     RunOptions rising;
     rising.style = InputStyle::RisingScores;
     for (int64_t seq : {1, 33, 130})
-        check_library(attention_instance("prefill_causal", 4, 2, 2, seq),
-                      [](Buffers &i, Buffers &o) { return prefill_causal_host(i[0], i[1], i[2], o[0]); },
-                      rising);
+        check_library(
+            attention_instance("prefill_causal", 4, 2, 2, seq),
+            [](Buffers &i, Buffers &o) { return prefill_causal_host(i[0], i[1], i[2], o[0]); }, rising);
 }
 
 TEST_CASE("aot host: decode attention, split-K over the keys, 8 query heads per KV head") {
@@ -60,14 +59,16 @@ TEST_CASE("aot host: Performer") {
     s.attention.kv_heads = 2;
     s.attention.head_dim_qk = s.attention.head_dim_v = 32;
     s.features = 16;
-    check_library(instantiate(s, 2, 37), [](Buffers &i, Buffers &o) { return performer_host(i[0], i[1], i[2], i[3], o[0]); });
+    check_library(instantiate(s, 2, 37),
+                  [](Buffers &i, Buffers &o) { return performer_host(i[0], i[1], i[2], i[3], o[0]); });
 }
 
 TEST_CASE("aot host: a label out of range is the library's error, not a wrong loss") {
     const OperatorInstance inst = instantiate(*find_operator("cross_entropy"), 2, 10);
     std::vector<HostTensor> in = make_inputs(inst, 5);
     in[1].values[1] = 10;  // cols = 10: out of range
-    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]), loss = poisoned_buffer(inst.outputs[0]);
+    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]),
+                                  loss = poisoned_buffer(inst.outputs[0]);
     clear_messages();
     CHECK(cross_entropy_host(x, labels, loss) == halide_error_code_requirement_failed);
     CHECK(all_messages().find("label out of range") != std::string::npos);

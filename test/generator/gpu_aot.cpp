@@ -32,7 +32,6 @@ using Halide::Runtime::Buffer;
 
 namespace {
 
-
 // Attention through tensor cores rounds P to f16 before the second product: the suite's GPU bound
 // (correctness/gpu_attention) on the relative RMS error, and a loose bound on the worst element.
 // Halide's CUDA code for the row-wise families uses the GPU's exp and log: a little looser than the
@@ -69,13 +68,15 @@ TEST_CASE("gpu aot: prefill attention on Halide's device buffers, with the GPU f
     neptune_device_info info{};
     REQUIRE(neptune_get_device_info(&info) == NEPTUNE_OK);
     // Hopper runs the sm_90a cubin; 8.x the sm_80 cubin; later GPUs the compute_90 PTX of that set.
-    CHECK(last_kernel_set == (info.cc_major == 9 && info.cc_minor == 0 ? "sm_90a (sm_90a)" : "sm_80 (sm_80,compute_90)"));
+    CHECK(last_kernel_set ==
+          (info.cc_major == 9 && info.cc_minor == 0 ? "sm_90a (sm_90a)" : "sm_80 (sm_80,compute_90)"));
     neptune_halide_set_trace(nullptr);
 }
 
 TEST_CASE("gpu aot: prefill attention with ALiBi: the slopes reach the kernels as a fifth buffer") {
-    check_on_device(attention_instance("prefill_alibi", 8, 8, 2, 200),
-                    [](Buffers &i, Buffers &o) { return prefill_alibi(i[0], i[1], i[2], i[3], o[0]); }, true);
+    check_on_device(
+        attention_instance("prefill_alibi", 8, 8, 2, 200),
+        [](Buffers &i, Buffers &o) { return prefill_alibi(i[0], i[1], i[2], i[3], o[0]); }, true);
 }
 
 TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks and kernel set chosen per shape") {
@@ -92,8 +93,8 @@ TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks and 
         const int64_t groups = batch * 8;
         const int keys = hopper ? internal::decode_block_n(groups, info.sm_count, 128) : 32;
         INFO("batch " << batch << ", " << info.sm_count << " SMs");
-        CHECK(last_kernel_set == (hopper ? std::string("sm_90a (sm_90a)") : std::string("sm_80 (sm_80,compute_90)")) + ", " +
-                                     std::to_string(keys) + "-key tiles, " +
+        CHECK(last_kernel_set == (hopper ? std::string("sm_90a (sm_90a)") : std::string("sm_80 (sm_80,compute_90)")) +
+                                     ", " + std::to_string(keys) + "-key tiles, " +
                                      std::to_string(internal::decode_stages(groups, info.sm_count)) + " stages");
     }
     neptune_halide_set_trace(nullptr);
@@ -138,8 +139,9 @@ TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes
 }
 
 TEST_CASE("gpu aot: a Halide CUDA stage (q pre-scaling) feeds Neptune's stage in one context") {
-    check_on_device(attention_instance("prefill_causal", 8, 2, 2, 129),
-                    [](Buffers &i, Buffers &o) { return prefill_prescaled(i[0], i[1], i[2], o[0]); }, true);
+    check_on_device(
+        attention_instance("prefill_causal", 8, 2, 2, 129),
+        [](Buffers &i, Buffers &o) { return prefill_prescaled(i[0], i[1], i[2], o[0]); }, true);
 }
 
 TEST_CASE("gpu aot: a cropped output is refused with a message, not half-written") {
@@ -155,23 +157,28 @@ TEST_CASE("gpu aot: a cropped output is refused with a message, not half-written
 
 TEST_CASE("gpu aot: the row-wise families and Performer on Halide's CUDA backend") {
     for (int64_t cols : {1, 300, 4096}) {
-        check_on_device(instantiate(*find_operator("softmax"), 7, cols),
-                        [](Buffers &i, Buffers &o) { return softmax(i[0], o[0]); }, false);
-        check_on_device(instantiate(*find_operator("logsumexp"), 7, cols),
-                        [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
-        check_on_device(instantiate(*find_operator("cross_entropy"), 7, cols),
-                        [](Buffers &i, Buffers &o) { return cross_entropy(i[0], i[1], o[0]); }, false);
-        check_on_device(instantiate(*find_operator("layernorm"), 7, cols),
-                        [](Buffers &i, Buffers &o) { return layernorm(i[0], i[1], i[2], o[0]); }, false);
-        check_on_device(instantiate(*find_operator("rmsnorm"), 7, cols),
-                        [](Buffers &i, Buffers &o) { return rmsnorm(i[0], i[1], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("softmax"), 7, cols), [](Buffers &i, Buffers &o) { return softmax(i[0], o[0]); },
+            false);
+        check_on_device(
+            instantiate(*find_operator("logsumexp"), 7, cols),
+            [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("cross_entropy"), 7, cols),
+            [](Buffers &i, Buffers &o) { return cross_entropy(i[0], i[1], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("layernorm"), 7, cols),
+            [](Buffers &i, Buffers &o) { return layernorm(i[0], i[1], i[2], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("rmsnorm"), 7, cols),
+            [](Buffers &i, Buffers &o) { return rmsnorm(i[0], i[1], o[0]); }, false);
     }
     OperatorSpec p = *find_operator("performer");
     p.attention.q_heads = p.attention.kv_heads = 4;
     p.attention.head_dim_qk = p.attention.head_dim_v = 64;
     p.features = 64;
-    check_on_device(instantiate(p, 2, 200), [](Buffers &i, Buffers &o) { return performer(i[0], i[1], i[2], i[3], o[0]); },
-                    false);
+    check_on_device(
+        instantiate(p, 2, 200), [](Buffers &i, Buffers &o) { return performer(i[0], i[1], i[2], i[3], o[0]); }, false);
 }
 
 TEST_CASE("gpu aot: the GPU cross_entropy library refuses a label out of range before its kernels run") {
@@ -180,7 +187,8 @@ TEST_CASE("gpu aot: the GPU cross_entropy library refuses a label out of range b
     const OperatorInstance inst = instantiate(*find_operator("cross_entropy"), 3, 10);
     std::vector<HostTensor> in = make_inputs(inst, 5);
     in[1].values[2] = -1;
-    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]), loss = poisoned_buffer(inst.outputs[0]);
+    Halide::Runtime::Buffer<void> x = host_buffer(in[0]), labels = host_buffer(in[1]),
+                                  loss = poisoned_buffer(inst.outputs[0]);
     REQUIRE(x.copy_to_device(halide_cuda_device_interface()) == 0);
     clear_messages();
     CHECK(cross_entropy(x, labels, loss) == halide_error_code_requirement_failed);

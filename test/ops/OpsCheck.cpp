@@ -72,14 +72,18 @@ int call_entry(const std::string &op, const OpsCase &c, void *stream) {
                         const neptune_ops_tensor *, void *);
     using Fn4 = int (*)(const neptune_ops_tensor *, const neptune_ops_tensor *, const neptune_ops_tensor *,
                         const neptune_ops_tensor *, const neptune_ops_tensor *, void *);
-    static const std::map<std::string, Fn3> three = {
-        {"prefill_global", neptune_ops_prefill_global},     {"prefill_causal", neptune_ops_prefill_causal},
-        {"prefill_gqa", neptune_ops_prefill_gqa},           {"prefill_softcap", neptune_ops_prefill_softcap},
-        {"prefill_windowed", neptune_ops_prefill_windowed}, {"decode_causal", neptune_ops_decode_causal},
-        {"decode_gqa", neptune_ops_decode_gqa},             {"decode_softcap", neptune_ops_decode_softcap},
-        {"layernorm", neptune_ops_layernorm}};
-    static const std::map<std::string, Fn4> four = {
-        {"prefill_alibi", neptune_ops_prefill_alibi}, {"decode_alibi", neptune_ops_decode_alibi}, {"performer", neptune_ops_performer}};
+    static const std::map<std::string, Fn3> three = {{"prefill_global", neptune_ops_prefill_global},
+                                                     {"prefill_causal", neptune_ops_prefill_causal},
+                                                     {"prefill_gqa", neptune_ops_prefill_gqa},
+                                                     {"prefill_softcap", neptune_ops_prefill_softcap},
+                                                     {"prefill_windowed", neptune_ops_prefill_windowed},
+                                                     {"decode_causal", neptune_ops_decode_causal},
+                                                     {"decode_gqa", neptune_ops_decode_gqa},
+                                                     {"decode_softcap", neptune_ops_decode_softcap},
+                                                     {"layernorm", neptune_ops_layernorm}};
+    static const std::map<std::string, Fn4> four = {{"prefill_alibi", neptune_ops_prefill_alibi},
+                                                    {"decode_alibi", neptune_ops_decode_alibi},
+                                                    {"performer", neptune_ops_performer}};
     if (three.count(op)) return three.at(op)(i[0], i[1], i[2], o, stream);
     if (four.count(op)) return four.at(op)(i[0], i[1], i[2], i[3], o, stream);
     if (op == "softmax") return neptune_ops_softmax(i[0], o, stream);

@@ -47,7 +47,8 @@ TEST_CASE("gpu ops: the ten attention operators on device memory against the fp6
     check_op(attention_instance("prefill_gqa", 64, 8, 1, 130), "prefill_causal", on_gpu(true));
     check_op(attention_instance("prefill_softcap", 32, 16, 1, 100), "prefill_softcap", on_gpu(true));
     // Past the window (4096 keys): the last rows of the one head, where it cuts.
-    check_op(attention_instance("prefill_windowed", 4, 1, 1, 4200), "prefill_windowed", on_gpu(true, 4200 * 3 + 4100, 100));
+    check_op(attention_instance("prefill_windowed", 4, 1, 1, 4200), "prefill_windowed",
+             on_gpu(true, 4200 * 3 + 4100, 100));
     check_op(attention_instance("decode_causal", 32, 32, 2, 1000), "decode_causal", on_gpu(true));
     check_op(attention_instance("decode_alibi", 32, 32, 1, 777), "decode_alibi", on_gpu(true));
     check_op(attention_instance("decode_gqa", 64, 8, 3, 8191), "decode_gqa", on_gpu(true));

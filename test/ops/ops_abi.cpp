@@ -20,10 +20,11 @@ using namespace neptune::testing;
 
 namespace {
 
-const std::vector<std::string> attention_ops = {"prefill_global", "prefill_causal",  "prefill_alibi", "prefill_gqa",
+const std::vector<std::string> attention_ops = {"prefill_global",  "prefill_causal",   "prefill_alibi", "prefill_gqa",
                                                 "prefill_softcap", "prefill_windowed", "decode_causal", "decode_alibi",
                                                 "decode_gqa",      "decode_softcap"};
-const std::vector<std::string> other_ops = {"softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm", "performer"};
+const std::vector<std::string> other_ops = {"softmax",   "logsumexp", "cross_entropy",
+                                            "layernorm", "rmsnorm",   "performer"};
 
 std::vector<neptune_ops_variant> all_variants() {
     std::vector<neptune_ops_variant> vs(static_cast<size_t>(neptune_ops_num_variants()));
@@ -54,7 +55,8 @@ TEST_CASE("ops abi: the version, and the ABI this header describes") {
     CHECK(std::string(neptune_ops_last_error()).empty());  // nothing failed yet on this thread
 }
 
-TEST_CASE("ops abi: every operator of the suite with AOT libraries has a GPU and a host variant, as the suite defines it") {
+TEST_CASE(
+    "ops abi: every operator of the suite with AOT libraries has a GPU and a host variant, as the suite defines it") {
     const std::vector<neptune_ops_variant> vs = all_variants();
     CHECK(vs.size() == 2 * (attention_ops.size() + other_ops.size()) - 1);  // cross_entropy: host only
     for (const std::string &op : attention_ops) {
@@ -71,8 +73,12 @@ TEST_CASE("ops abi: every operator of the suite with AOT libraries has a GPU and
             CHECK(v->head_dim_v == 128);
             CHECK(v->decode == (a.decode ? 1 : 0));
             CHECK(v->group == (a.decode ? a.q_heads / a.kv_heads : 0));
-            CHECK(std::string(v->mask) == (a.mask == Mask::None ? "none" : a.mask == Mask::Causal ? "causal" : "window"));
-            CHECK(std::string(v->score_mod) == (a.mod == ScoreMod::None ? "none" : a.mod == ScoreMod::Alibi ? "alibi" : "softcap"));
+            CHECK(std::string(v->mask) == (a.mask == Mask::None     ? "none"
+                                           : a.mask == Mask::Causal ? "causal"
+                                                                    : "window"));
+            CHECK(std::string(v->score_mod) == (a.mod == ScoreMod::None    ? "none"
+                                                : a.mod == ScoreMod::Alibi ? "alibi"
+                                                                           : "softcap"));
             CHECK(v->window == 4096);
             CHECK(v->softcap == 50.0);
             CHECK(v->scale == doctest::Approx(1.0 / std::sqrt(128.0)).epsilon(1e-12));
@@ -111,7 +117,8 @@ TEST_CASE("ops abi: every operator of the suite with AOT libraries has a GPU and
           "q[B,H,S,D] f16, k[B,H,S,D] f16, v[B,H,S,Dv] f16, features[F,D] f32 -> out[B,H,S,Dv] f16");
 
     neptune_ops_variant v{};
-    check_refusal(neptune_ops_get_variant(-1, &v), NEPTUNE_OPS_ERROR_ARGUMENT, {"variant index -1 is out of range [0, 31)"});
+    check_refusal(neptune_ops_get_variant(-1, &v), NEPTUNE_OPS_ERROR_ARGUMENT,
+                  {"variant index -1 is out of range [0, 31)"});
     check_refusal(neptune_ops_get_variant(int(vs.size()), &v), NEPTUNE_OPS_ERROR_ARGUMENT, {"out of range"});
     check_refusal(neptune_ops_get_variant(0, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"out is NULL"});
 }
@@ -186,7 +193,8 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         neptune_ops_tensor in[3] = {q, k, v};
         check_refusal(neptune_ops_call("nope", in, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
                       {"unknown operator 'nope'; this library has prefill_global, prefill_causal,", "performer"});
-        check_refusal(neptune_ops_call(nullptr, in, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"operator name is NULL"});
+        check_refusal(neptune_ops_call(nullptr, in, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"operator name is NULL"});
         check_refusal(neptune_ops_call("prefill_causal", in, 2, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
                       {"prefill_causal: 2 inputs given, expected 3 (q, k, v)"});
         check_refusal(neptune_ops_call("prefill_causal", nullptr, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
@@ -195,16 +203,20 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
                       {"0 outputs given, expected 1 (out)"});
         check_refusal(neptune_ops_prefill_causal(&q, nullptr, &v, &out, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
                       {"prefill_causal: k is NULL"});
-        check_refusal(neptune_ops_run(1000, in, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"variant index 1000"});
+        check_refusal(neptune_ops_run(1000, in, 3, &out, 1, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"variant index 1000"});
         int index = 0;
-        check_refusal(neptune_ops_select("prefill_causal", in, 3, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"index is NULL"});
-        check_refusal(neptune_ops_select("softmax", in, 1, &index), NEPTUNE_OPS_ERROR_SHAPE,
-                      {"softmax: x has shape [1, 2, 70, 128], expected 2 dimensions (x[rows,cols] f16 -> y[rows,cols] f16)"});
+        check_refusal(neptune_ops_select("prefill_causal", in, 3, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"index is NULL"});
+        check_refusal(
+            neptune_ops_select("softmax", in, 1, &index), NEPTUNE_OPS_ERROR_SHAPE,
+            {"softmax: x has shape [1, 2, 70, 128], expected 2 dimensions (x[rows,cols] f16 -> y[rows,cols] f16)"});
     }
     SUBCASE("null data") {
         neptune_ops_tensor bad = q;
         bad.data = nullptr;
-        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_ARGUMENT, {"prefill_causal: q is NULL (its data pointer)"});
+        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"prefill_causal: q is NULL (its data pointer)"});
         bad = out;
         bad.data = nullptr;
         check_refusal(call(q, k, v, bad), NEPTUNE_OPS_ERROR_ARGUMENT, {"prefill_causal: out is NULL"});
@@ -222,10 +234,11 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
             int64_t extent;
             const char *message;
         };
-        for (const Edit &e : {Edit{1, 2, 0, "k has shape [1, 2, 0, 128]: extents must be positive"},
-                              Edit{1, 0, 2, "prefill_causal: k has shape [2, 2, 70, 128], expected [1, 2, 70, 128]"},
-                              Edit{2, 2, 69, "v has shape [1, 2, 69, 128], expected [1, 2, 70, 128]"},
-                              Edit{3, 2, 71, "prefill_causal: output out has shape [1, 2, 71, 128], expected [1, 2, 70, 128]"}}) {
+        for (const Edit &e :
+             {Edit{1, 2, 0, "k has shape [1, 2, 0, 128]: extents must be positive"},
+              Edit{1, 0, 2, "prefill_causal: k has shape [2, 2, 70, 128], expected [1, 2, 70, 128]"},
+              Edit{2, 2, 69, "v has shape [1, 2, 69, 128], expected [1, 2, 70, 128]"},
+              Edit{3, 2, 71, "prefill_causal: output out has shape [1, 2, 71, 128], expected [1, 2, 70, 128]"}}) {
             neptune_ops_tensor t[4] = {q, k, v, out};
             t[e.tensor].shape[e.dim] = e.extent;
             check_refusal(call(t[0], t[1], t[2], t[3]), NEPTUNE_OPS_ERROR_SHAPE, {e.message});
@@ -235,7 +248,8 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         neptune_ops_tensor q3 = bad;
         bad = out;
         bad.shape[1] = 3;
-        check_refusal(call(q3, k, v, bad), NEPTUNE_OPS_ERROR_SHAPE, {"q_heads must be a positive multiple of kv_heads"});
+        check_refusal(call(q3, k, v, bad), NEPTUNE_OPS_ERROR_SHAPE,
+                      {"q_heads must be a positive multiple of kv_heads"});
     }
     SUBCASE("element types and devices") {
         neptune_ops_tensor b[4] = {q, k, v, out};
@@ -255,7 +269,8 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         bad.device = 7;
         check_refusal(call(q, k, bad, out), NEPTUNE_OPS_ERROR_ARGUMENT, {"v has device code 7"});
         bad.device = NEPTUNE_OPS_CUDA;
-        check_refusal(call(q, k, bad, out), NEPTUNE_OPS_ERROR_ARGUMENT, {"prefill_causal: v is on the GPU, q on the host"});
+        check_refusal(call(q, k, bad, out), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"prefill_causal: v is on the GPU, q on the host"});
         bad = out;
         bad.device = NEPTUNE_OPS_CUDA;
         check_refusal(call(q, k, v, bad), NEPTUNE_OPS_ERROR_ARGUMENT,
@@ -273,9 +288,10 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
                       {"no compiled variant takes q [1, 1, 10, 64] f16 on the host",
                        "prefill_causal_host (host, f16, head dim 128): it is compiled for head dim 128"});
         OpsCase g4 = ops_case(attention_instance("decode_gqa", 8, 2, 1, 10), 1);
-        check_refusal(call_entry("decode_gqa", g4), NEPTUNE_OPS_ERROR_UNSUPPORTED,
-                      {"decode_gqa_host (host, f16, head dim 128, 8 query heads per KV head): it is compiled for 8 query "
-                       "heads per KV head"});
+        check_refusal(
+            call_entry("decode_gqa", g4), NEPTUNE_OPS_ERROR_UNSUPPORTED,
+            {"decode_gqa_host (host, f16, head dim 128, 8 query heads per KV head): it is compiled for 8 query "
+             "heads per KV head"});
         // Decode takes one query row per head.
         OpsCase dec = ops_case(attention_instance("decode_causal", 2, 2, 1, 10), 1);
         dec.in[0].t.shape[2] = 2;
@@ -312,7 +328,8 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         for (neptune_ops_tensor &t : g) t.device = NEPTUNE_OPS_CUDA;  // host pointers, said to be device memory
         const int rc = call(g[0], g[1], g[2], g[3]);
         if (!cuda_device_present()) {
-            check_refusal(rc, NEPTUNE_OPS_ERROR_DEVICE, {"prefill_causal: prefill_causal runs on the GPU, and there is none"});
+            check_refusal(rc, NEPTUNE_OPS_ERROR_DEVICE,
+                          {"prefill_causal: prefill_causal runs on the GPU, and there is none"});
             neptune_ops_device_info info{};
             check_refusal(neptune_ops_get_device_info(&info), NEPTUNE_OPS_ERROR_DEVICE, {"no GPU"});
         } else {

@@ -28,7 +28,10 @@ extern "C" __global__ void hopper_only(float *p) { p[threadIdx.x] = 1.0f; }
 )";
 
 bool is_elf(const std::vector<char> &image) {
-    return image.size() > 4 && std::memcmp(image.data(), "\x7f" "ELF", 4) == 0;
+    return image.size() > 4 && std::memcmp(image.data(),
+                                           "\x7f"
+                                           "ELF",
+                                           4) == 0;
 }
 
 bool holds(const std::vector<char> &image, const std::string &text) {

@@ -71,7 +71,7 @@ TEST_CASE("runtime: a vector add compiled by ModuleCache matches the CPU sum exa
     ModuleCache cache;
     neptune_function *add = cache.get(kernels, "vector_add");
     CHECK(cache.get(kernels, "vector_add") == add);  // compiled and looked up once
-    int n = 1000003;                                // not a multiple of the block
+    int n = 1000003;  // not a multiple of the block
     std::vector<float> a(n), b(n), c(n), expected(n);
     for (int i = 0; i < n; i++) {
         a[i] = float(i % 1000);
@@ -136,8 +136,7 @@ TEST_CASE("runtime: 100 KiB of dynamic shared memory raises the kernel's limit; 
     if (info.max_shared_per_block_optin >= int(smem)) {
         for (int launch = 0; launch < 2; launch++) {  // the second launch takes the cached limit
             REQUIRE(neptune_memset_d8(dout.ptr, 0, smem) == NEPTUNE_OK);
-            REQUIRE_MESSAGE(neptune_launch(reverse, grid, block, smem, nullptr, args) == NEPTUNE_OK,
-                            last_error());
+            REQUIRE_MESSAGE(neptune_launch(reverse, grid, block, smem, nullptr, args) == NEPTUNE_OK, last_error());
             REQUIRE_MESSAGE(neptune_synchronize() == NEPTUNE_OK, last_error());
             REQUIRE(neptune_memcpy_dtoh(out.data(), dout.ptr, smem) == NEPTUNE_OK);
             for (int i = 0; i < n; i++) REQUIRE(out[i] == in[n - 1 - i]);

@@ -18,7 +18,9 @@ using namespace neptune::bench;
 
 namespace {
 
-std::string temp_path(const char *name) { return std::string("/tmp/neptune_test_") + name + "_" + std::to_string(getpid()); }
+std::string temp_path(const char *name) {
+    return std::string("/tmp/neptune_test_") + name + "_" + std::to_string(getpid());
+}
 
 // A stand-in for baselines.py --serve: answers each request by its first argument.
 const char *fake_server = R"(import json, sys, time
@@ -72,9 +74,9 @@ TEST_CASE("bench profiler: ncu's details page becomes a per-kernel summary, long
     CHECK(k[0].name == "neptune_split_k_partial");
     CHECK(k[0].launches == 2);
     CHECK(k[0].total_us == doctest::Approx(20.0));
-    CHECK(*k[0].sm_pct == doctest::Approx(45.0));      // (40 + 50) / 2
+    CHECK(*k[0].sm_pct == doctest::Approx(45.0));  // (40 + 50) / 2
     CHECK(*k[0].memory_pct == doctest::Approx(80.0));  // the Gbyte/second figure is not a percentage
-    CHECK(*k[0].dram_pct == doctest::Approx(70.0));    // one launch reports it
+    CHECK(*k[0].dram_pct == doctest::Approx(70.0));  // one launch reports it
     CHECK(k[1].name == "neptune_split_k_combine");
     CHECK(k[1].total_us == doctest::Approx(1.5));
     CHECK_FALSE(k[1].sm_pct);
@@ -101,7 +103,8 @@ TEST_CASE("bench profiler: nsys's kernel summary is read by column name") {
 }
 
 TEST_CASE("bench profiler: the profiler is chosen by name and its absence is explained") {
-    CHECK_THROWS_WITH_AS(find_profiler("perf"), doctest::Contains("'perf' is not auto, nsys or ncu"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(find_profiler("perf"), doctest::Contains("'perf' is not auto, nsys or ncu"),
+                         std::invalid_argument);
     const std::string old = std::getenv("PATH");
     setenv("PATH", "/nonexistent", 1);
     CHECK_THROWS_WITH_AS(find_profiler("nsys"), doctest::Contains("nsys is not on the PATH"), std::invalid_argument);
@@ -118,7 +121,8 @@ TEST_CASE("bench profiler: the profiler is chosen by name and its absence is exp
     CHECK(cmd == std::vector<std::string>{dir + "/ncu", "--clock-control", "none", "--target-processes", "all",
                                           "--force-overwrite", "--export", "out/x", "bench", "profile"});
     CHECK(report_file(p, "out/x") == "out/x.ncu-rep");
-    CHECK(summary_command(p, "out/x.ncu-rep") == std::vector<std::string>{dir + "/ncu", "--import", "out/x.ncu-rep", "--csv"});
+    CHECK(summary_command(p, "out/x.ncu-rep") ==
+          std::vector<std::string>{dir + "/ncu", "--import", "out/x.ncu-rep", "--csv"});
     setenv("PATH", old.c_str(), 1);
     CHECK(run_command({"rm", "-rf", dir}) == 0);
 }

@@ -52,7 +52,9 @@ PointResult sample_point() {
     return p;
 }
 
-std::string temp_path(const char *name) { return std::string("/tmp/neptune_test_") + name + "_" + std::to_string(getpid()); }
+std::string temp_path(const char *name) {
+    return std::string("/tmp/neptune_test_") + name + "_" + std::to_string(getpid());
+}
 
 }  // namespace
 
@@ -123,8 +125,14 @@ TEST_CASE("bench results: the baselines' JSON folds in with relative errors and 
     p.results.resize(1);
     const nlohmann::json doc = {
         {"results",
-         {{{"impl", "sdpa_cudnn"}, {"supported", true}, {"median_ms", 1.0}, {"ref_rms", 5e-4}, {"ref_max_abs", 3e-3},
-           {"max_abs_vs_neptune", 2e-3}, {"nonfinite", 0}, {"reason", ""}},
+         {{{"impl", "sdpa_cudnn"},
+           {"supported", true},
+           {"median_ms", 1.0},
+           {"ref_rms", 5e-4},
+           {"ref_max_abs", 3e-3},
+           {"max_abs_vs_neptune", 2e-3},
+           {"nonfinite", 0},
+           {"reason", ""}},
           {{"impl", "flex"}, {"supported", true}, {"median_ms", 1.0}, {"ref_rms", 2e-3}, {"max_abs_vs_neptune", 2e-3}},
           {{"impl", "sdpa_efficient"}, {"supported", false}, {"median_ms", nullptr}, {"reason", "no softcap"}}}}};
     add_baseline_results(p, doc, 0.1);  // the RMS of the reference values
@@ -175,7 +183,8 @@ TEST_CASE("bench results: a result file round-trips, and a foreign or broken fil
     CHECK(j["points"][0]["results"][5]["kind"] == "compiler");
 
     std::ofstream(path) << R"({"op": "prefill_causal"})";
-    CHECK_THROWS_WITH_AS(read_result_file(path), doctest::Contains("not a neptune_bench result file"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(read_result_file(path), doctest::Contains("not a neptune_bench result file"),
+                         std::runtime_error);
     std::ofstream(path) << R"({"schema": "neptune-bench/1", "points": [{"op": "x", "batch": 1}]})";
     CHECK_THROWS_WITH_AS(read_result_file(path), doctest::Contains("point 0: missing field 'seq'"), std::runtime_error);
     std::ofstream(path) << "{not json";
@@ -207,10 +216,12 @@ TEST_CASE("bench sweep: options are validated with the reason") {
     CHECK(parse_ops("decode_gqa,prefill_gqa,decode_gqa") == std::vector<std::string>{"decode_gqa", "prefill_gqa"});
     CHECK_THROWS_WITH_AS(parse_ops("softmax"), doctest::Contains("'softmax' is not an attention operator"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(parse_sweeps("seq,heads"), doctest::Contains("'heads' is not seq or batch"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(parse_sweeps("seq,heads"), doctest::Contains("'heads' is not seq or batch"),
+                         std::invalid_argument);
     CHECK(parse_values("256,1024", "--seq-values") == std::vector<int64_t>{256, 1024});
     for (const char *bad : {"0", "-4", "2x", "", "8,,16"})
-        CHECK_THROWS_WITH_AS(parse_values(bad, "--seq-values"), doctest::Contains("--seq-values"), std::invalid_argument);
+        CHECK_THROWS_WITH_AS(parse_values(bad, "--seq-values"), doctest::Contains("--seq-values"),
+                             std::invalid_argument);
 }
 
 TEST_CASE("bench sweep: a resumed sweep measures only what the file lacks") {
@@ -237,7 +248,8 @@ TEST_CASE("bench sweep: a resumed sweep measures only what the file lacks") {
     CHECK_FALSE(f.points[1].failed);
     // Definitions grow with the pieces; a sweep at another fixed value replaces the old one.
     const nlohmann::json a = {{"seq", {{"batch", 1}, {"values", {256, 1024}}}}};
-    const nlohmann::json b = {{"seq", {{"batch", 1}, {"values", {512, 1024}}}}, {"batch", {{"seq", 8192}, {"values", {2}}}}};
+    const nlohmann::json b = {{"seq", {{"batch", 1}, {"values", {512, 1024}}}},
+                              {"batch", {{"seq", 8192}, {"values", {2}}}}};
     const nlohmann::json m = merge_definitions(a, b);
     CHECK(m["seq"]["values"] == nlohmann::json({256, 512, 1024}));
     CHECK(m["batch"]["values"] == nlohmann::json({2}));

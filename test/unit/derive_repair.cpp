@@ -33,8 +33,8 @@ std::string text(const Expr &e) {
 
 // Sums of the companions' maps over random terms under the old producer values, updated by the
 // repair, must equal the sums under the new values: R1 and R2 together, on data.
-void check_on_data(const Repair &r, Reducer red, std::map<std::string, double> old_p, std::map<std::string, double> new_p,
-                   int terms = 37, bool positive_x = false) {
+void check_on_data(const Repair &r, Reducer red, std::map<std::string, double> old_p,
+                   std::map<std::string, double> new_p, int terms = 37, bool positive_x = false) {
     std::mt19937 rng(3);
     std::normal_distribution<double> nd(0, 1);
     const size_t n = r.maps.size();
@@ -115,8 +115,8 @@ TEST_CASE("derive: masks, softcap and ALiBi live in the non-producer part and le
         CHECK(h_at(r, {{"t", 2.0}, {"m", 0.25}, {"m'", 1.0}}) == doctest::Approx(2.0 * std::exp(0.25 - 1.0)));
     }
     // A select masking whole terms: each branch that is not the identity gets the same repair.
-    const Repair r = derive_repair("acc", Reducer::Sum, Halide::select(kv <= i, Halide::exp(x - m) * v, 0.0f), {"m"},
-                                   "kv", {});
+    const Repair r =
+        derive_repair("acc", Reducer::Sum, Halide::select(kv <= i, Halide::exp(x - m) * v, 0.0f), {"m"}, "kv", {});
     CHECK(r.kind == RepairKind::Rescale);
     CHECK(r.maps[0].as<HI::Select>() != nullptr);
 }
@@ -189,9 +189,9 @@ TEST_CASE("derive: a producer inside a nested exponential is separated, and reje
     CHECK(r.kind == RepairKind::Rescale);
     check_on_data(r, Reducer::Sum, {{"m", 0.2}}, {{"m", 0.7}});
     // ...but exp(m) could overflow between partial values of m: with reducers known, it is refused.
-    CHECK_THROWS_WITH_AS(derive_repair("t", Reducer::Sum, Halide::exp(x - Halide::exp(m)), {"m"}, "kv", {},
-                                       {{"m", Reducer::Max}}),
-                         doctest::Contains("- max or + min"), CompileError);
+    CHECK_THROWS_WITH_AS(
+        derive_repair("t", Reducer::Sum, Halide::exp(x - Halide::exp(m)), {"m"}, "kv", {}, {{"m", Reducer::Max}}),
+        doctest::Contains("- max or + min"), CompileError);
     // exp(x - m) with m a max is the stable softmax form; with m a sum it is refused.
     CHECK_NOTHROW(derive_repair("t", Reducer::Sum, Halide::exp(x - m), {"m"}, "kv", {}, {{"m", Reducer::Max}}));
     CHECK_THROWS_WITH_AS(derive_repair("t", Reducer::Sum, Halide::exp(x - m), {"m"}, "kv", {}, {{"m", Reducer::Sum}}),

@@ -103,7 +103,8 @@ TEST_CASE("extern launcher: integer expressions parse and evaluate as Halide's, 
     CHECK(eval("(? (< a b) a b)", {{"a", 3}, {"b", 9}}) == 3);
     CHECK(eval("(&& (<= 1 1) (! (== 1 2)))") == 1);
     CHECK_THROWS_WITH_AS(IntExpr::parse("(+ 1)"), doctest::Contains("takes 2 operands"), std::invalid_argument);
-    CHECK_THROWS_WITH_AS(IntExpr::parse("(pow 1 2)"), doctest::Contains("unknown operator 'pow'"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(IntExpr::parse("(pow 1 2)"), doctest::Contains("unknown operator 'pow'"),
+                         std::invalid_argument);
     CHECK_THROWS_WITH_AS(IntExpr::parse("(+ 1 2"), doctest::Contains("unexpected end"), std::invalid_argument);
     CHECK_THROWS_WITH_AS(eval("(+ seq 1)"), doctest::Contains("no value for seq"), std::invalid_argument);
 
@@ -185,22 +186,22 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
         s.stages = stages;
         d.sets.push_back(s);
     };
-    add("sm_90a", 90, 90, 32, 3);    // 0
-    add("sm_90a", 90, 90, 32, 2);    // 1
-    add("sm_90a", 90, 90, 64, 3);    // 2
-    add("sm_80", 80, 1000, 32, 3);   // 3
-    add("sm_80", 80, 1000, 32, 2);   // 4
+    add("sm_90a", 90, 90, 32, 3);  // 0
+    add("sm_90a", 90, 90, 32, 2);  // 1
+    add("sm_90a", 90, 90, 64, 3);  // 2
+    add("sm_80", 80, 1000, 32, 3);  // 3
+    add("sm_80", 80, 1000, 32, 2);  // 4
     auto on = [&](int cc, int sms, int batch, int kv_heads) {
         return interop::choose_kernel_set(d, cc, sms, int64_t(batch) * kv_heads);  // split_blocks
     };
-    CHECK(on(90, 132, 1, 8) == 2);     // 8 groups: one block per SM after 16 chunks, 64 keys, 3 stages
-    CHECK(on(90, 132, 1, 32) == 0);    // 32 groups: 32 keys, 3 stages
-    CHECK(on(90, 132, 8, 32) == 1);    // 256 groups: every SM has one, 2 stages
-    CHECK(on(90, 132, 33, 4) == 1);    // 132 groups
+    CHECK(on(90, 132, 1, 8) == 2);  // 8 groups: one block per SM after 16 chunks, 64 keys, 3 stages
+    CHECK(on(90, 132, 1, 32) == 0);  // 32 groups: 32 keys, 3 stages
+    CHECK(on(90, 132, 8, 32) == 1);  // 256 groups: every SM has one, 2 stages
+    CHECK(on(90, 132, 33, 4) == 1);  // 132 groups
     CHECK(on(90, 132, 131, 1) == 0);
-    CHECK(on(80, 108, 1, 8) == 3);     // no 64-key set: the one with the stages
+    CHECK(on(80, 108, 1, 8) == 3);  // no 64-key set: the one with the stages
     CHECK(on(80, 108, 8, 32) == 4);
-    CHECK(on(120, 170, 8, 32) == 4);   // newer GPUs: the sm_80 sets (compute_90 PTX)
+    CHECK(on(120, 170, 8, 32) == 4);  // newer GPUs: the sm_80 sets (compute_90 PTX)
     CHECK(on(75, 40, 1, 8) == -1);
     interop::GroupDescriptor prefill = d;  // no split-K: the first set of the family
     prefill.split_blocks.clear();
@@ -212,9 +213,9 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
     CHECK(on(90, 132, 8, 32) == 1);
     CHECK(interop::choose_cluster_set(d, 1, 90, 2) == 5);
     CHECK(interop::choose_cluster_set(d, 1, 90, 8) == 5);
-    CHECK(interop::choose_cluster_set(d, 1, 90, 1) == 1);   // one chunk: no cluster
+    CHECK(interop::choose_cluster_set(d, 1, 90, 1) == 1);  // one chunk: no cluster
     CHECK(interop::choose_cluster_set(d, 1, 90, 16) == 1);  // past the portable cluster size
-    CHECK(interop::choose_cluster_set(d, 0, 90, 2) == 0);   // no twin of the 3-stage tuning
+    CHECK(interop::choose_cluster_set(d, 0, 90, 2) == 0);  // no twin of the 3-stage tuning
     const interop::GroupDescriptor back = interop::read_descriptor(interop::write_descriptor(d));
     REQUIRE(back.sets.size() == d.sets.size());
     CHECK(back.sets[5].cluster);
@@ -222,28 +223,28 @@ TEST_CASE("extern launcher: a split-K call takes the set tuned as the JIT would 
 }
 
 TEST_CASE("decode stages: 3 while split-K chunks fill the machine, 2 once every SM has a (batch, KV head) group") {
-    CHECK(internal::decode_stages(8 * 8, 132) == 3);    // decode_gqa 8,8192: 4 chunks per group
-    CHECK(internal::decode_stages(32, 132) == 3);       // decode_causal 1,8192
+    CHECK(internal::decode_stages(8 * 8, 132) == 3);  // decode_gqa 8,8192: 4 chunks per group
+    CHECK(internal::decode_stages(32, 132) == 3);  // decode_causal 1,8192
     CHECK(internal::decode_stages(131, 132) == 3);
     CHECK(internal::decode_stages(132, 132) == 2);
-    CHECK(internal::decode_stages(8 * 32, 132) == 2);   // decode_causal 8,8192
-    CHECK(internal::decode_stages(8 * 32, 264) == 3);   // the same shape on twice the SMs
+    CHECK(internal::decode_stages(8 * 32, 132) == 2);  // decode_causal 8,8192
+    CHECK(internal::decode_stages(8 * 32, 264) == 3);  // the same shape on twice the SMs
 }
 
 TEST_CASE("extern launcher: decode's tiles are 64 keys only at one block per SM and head dims up to 128") {
-    CHECK(internal::decode_block_n(8, 132, 128) == 64);       // decode_gqa 1,8192: 8 groups x 16 chunks
+    CHECK(internal::decode_block_n(8, 132, 128) == 64);  // decode_gqa 1,8192: 8 groups x 16 chunks
     CHECK(internal::decode_block_n(8, 132, 64) == 64);
-    CHECK(internal::decode_block_n(8, 132, 256) == 32);       // its 64-key kernel spills
-    CHECK(internal::decode_block_n(8, 128, 128) == 64);       // 16 x 8 = 128 SMs: still one block each
-    CHECK(internal::decode_block_n(9, 132, 128) == 32);       // 144 > 132
-    CHECK(internal::decode_block_n(16, 132, 128) == 32);      // decode_gqa 2,8192
-    CHECK(internal::decode_block_n(32, 132, 128) == 32);      // decode_causal 1,8192
+    CHECK(internal::decode_block_n(8, 132, 256) == 32);  // its 64-key kernel spills
+    CHECK(internal::decode_block_n(8, 128, 128) == 64);  // 16 x 8 = 128 SMs: still one block each
+    CHECK(internal::decode_block_n(9, 132, 128) == 32);  // 144 > 132
+    CHECK(internal::decode_block_n(16, 132, 128) == 32);  // decode_gqa 2,8192
+    CHECK(internal::decode_block_n(32, 132, 128) == 32);  // decode_causal 1,8192
 }
 
 TEST_CASE("extern launcher: decode's chunks take tiles round-robin where they are 4 or fewer") {
     for (int64_t chunks = 1; chunks <= 4; chunks++) CHECK(internal::decode_interleave_chunks(chunks));
     CHECK_FALSE(internal::decode_interleave_chunks(5));
-    CHECK_FALSE(internal::decode_interleave_chunks(8));   // decode_causal 1,8192, decode_gqa 4,8192
+    CHECK_FALSE(internal::decode_interleave_chunks(8));  // decode_causal 1,8192, decode_gqa 4,8192
     CHECK_FALSE(internal::decode_interleave_chunks(16));  // decode_gqa 1,8192
     // On the H200's 132 SMs at 8192 keys (6 blocks per SM): decode_causal 8,8192 (256 groups) and
     // decode_gqa 8,8192 (64) interleave, decode_gqa 1,8192 (8 groups) takes runs.
@@ -269,31 +270,35 @@ TEST_CASE("extern launcher: decode's chunks take tiles round-robin where they ar
 TEST_CASE("extern launcher: split-K chunks fill about two blocks per SM, at most sqrt(tiles), then whole waves") {
     // Few blocks: ceil(2 * 132 / blocks) chunks, capped at ceil(sqrt(tiles)), then up to a quarter
     // fewer where the busiest SM's tiles, ceil(c * blocks / 132) * ceil(tiles / c), drop.
-    CHECK(internal::split_k_chunks(8 * 8, 256 * 32, 32, 132, 6) == 4);   // decode_gqa 8,8192: 5 -> 3 x 52 tiles, 4 -> 2 x 64
-    CHECK(internal::split_k_chunks(8, 256 * 32, 32, 132, 6) == 16);      // decode_gqa 1,8192: sqrt(256); 12..15 give more tiles
-    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 6) == 8);      // decode_causal 1,8192: 9 -> 3 x 29, 8 -> 2 x 32, 7 -> 2 x 37
-    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 4) == 8);      // decode_gqa 4,8192 (3 stages: 4 per SM)
-    CHECK(internal::split_k_chunks(16, 256 * 32, 32, 132, 4) == 16);     // decode_gqa 2,8192: 12 -> 2 x 22, 16 -> 2 x 16
-    CHECK(internal::split_k_chunks(128, 256 * 32, 32, 132, 4) == 3);     // decode_causal 4,8192: only 3 -> 3 x 86 to try
-    CHECK(internal::split_k_chunks(256, 256 * 32, 32, 132, 6) == 2);     // decode_causal 8,8192
+    CHECK(internal::split_k_chunks(8 * 8, 256 * 32, 32, 132, 6) ==
+          4);  // decode_gqa 8,8192: 5 -> 3 x 52 tiles, 4 -> 2 x 64
+    CHECK(internal::split_k_chunks(8, 256 * 32, 32, 132, 6) ==
+          16);  // decode_gqa 1,8192: sqrt(256); 12..15 give more tiles
+    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 6) ==
+          8);  // decode_causal 1,8192: 9 -> 3 x 29, 8 -> 2 x 32, 7 -> 2 x 37
+    CHECK(internal::split_k_chunks(32, 256 * 32, 32, 132, 4) == 8);  // decode_gqa 4,8192 (3 stages: 4 per SM)
+    CHECK(internal::split_k_chunks(16, 256 * 32, 32, 132, 4) == 16);  // decode_gqa 2,8192: 12 -> 2 x 22, 16 -> 2 x 16
+    CHECK(internal::split_k_chunks(128, 256 * 32, 32, 132, 4) == 3);  // decode_causal 4,8192: only 3 -> 3 x 86 to try
+    CHECK(internal::split_k_chunks(256, 256 * 32, 32, 132, 6) == 2);  // decode_causal 8,8192
     CHECK(internal::split_k_chunks(140, 256 * 32, 32, 132, 6) == 2);
-    CHECK(internal::split_k_chunks(1, 3 * 32, 32, 132, 6) == 2);         // ceil(sqrt(3)); never more chunks than tiles
+    CHECK(internal::split_k_chunks(1, 3 * 32, 32, 132, 6) == 2);  // ceil(sqrt(3)); never more chunks than tiles
     CHECK(internal::split_k_chunks(1, 1 * 32, 32, 132, 6) == 1);
-    CHECK(internal::split_k_chunks(1, 33, 32, 132, 6) == 2);        // a partial last tile is a tile
-    CHECK(internal::split_k_chunks(1, 0, 32, 132, 6) == 1);         // nor fewer than one (no keys)
+    CHECK(internal::split_k_chunks(1, 33, 32, 132, 6) == 2);  // a partial last tile is a tile
+    CHECK(internal::split_k_chunks(1, 0, 32, 132, 6) == 1);  // nor fewer than one (no keys)
     CHECK(internal::split_k_chunks(1, 1000000 * 32, 32, 132, 6) == 64);  // at most 64
     // ... and one wave at most: 4-warp key-split blocks, 3 per SM (396 slots).
-    CHECK(internal::split_k_chunks(256, 128 * 32, 32, 132, 3) == 1);     // decode_causal 8,8192: cuDNN's 256 blocks
-    CHECK(internal::split_k_chunks(64, 128 * 32, 32, 132, 3) == 4);      // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
+    CHECK(internal::split_k_chunks(256, 128 * 32, 32, 132, 3) == 1);  // decode_causal 8,8192: cuDNN's 256 blocks
+    CHECK(internal::split_k_chunks(64, 128 * 32, 32, 132, 3) ==
+          4);  // decode_gqa 8,8192: 5 (3 x 26 tiles) -> 4 (2 x 32)
     CHECK(internal::split_k_chunks(200, 128 * 32, 32, 132, 1) == 1);
     // 64-key tiles: the sqrt cap counts 32-key tiles, so a chunk keeps its keys (decode_gqa 1,8192).
     CHECK(internal::split_k_chunks(8, 128 * 64, 64, 132, 2) == 16);  // sqrt(256), not sqrt(128) = 12
     CHECK(internal::split_k_chunks(8, 128 * 32, 32, 132, 2) == 12);
-    CHECK(internal::split_k_chunks(1, 2 * 64, 64, 132, 2) == 2);     // sqrt(4); never more chunks than tiles
+    CHECK(internal::split_k_chunks(1, 2 * 64, 64, 132, 2) == 2);  // sqrt(4); never more chunks than tiles
     // Many blocks: the fewest of 1..4 chunks that fill the last wave of 6 x 132 = 792 blocks best.
-    CHECK(internal::split_k_chunks(512, 256 * 32, 32, 132, 6) == 1);   // decode_causal 16,8192: one wave
+    CHECK(internal::split_k_chunks(512, 256 * 32, 32, 132, 6) == 1);  // decode_causal 16,8192: one wave
     CHECK(internal::split_k_chunks(1024, 256 * 32, 32, 132, 6) == 3);  // decode_causal 32,8192: 3072 of 3168 slots
-    CHECK(internal::split_k_chunks(1024, 2 * 32, 32, 132, 6) == 2);    // whole tiles: 2 at most
+    CHECK(internal::split_k_chunks(1024, 2 * 32, 32, 132, 6) == 2);  // whole tiles: 2 at most
     CHECK(internal::split_k_chunks(1024, 256 * 32, 32, 132, 8) == 1);  // 1056 slots hold one wave
     // An H200 lets a block opt in to 227 KB: 6 decode blocks at head dim 128 (34,816 B); an A100 163 KB: 4.
     CHECK(internal::resident_blocks(34816, 227 * 1024) == 6);
@@ -307,7 +312,8 @@ TEST_CASE("extern launcher: a bounds query gets every input whole and does no wo
     neptune_halide_set_trace(trace);
     events().clear();
     const std::string blob = interop::write_descriptor(small_stage());
-    Buf x(halide_type_float, 16, {0, 0}, true), y(halide_type_float, 32, {0}, true), out(halide_type_float, 16, {4, 5}, true);
+    Buf x(halide_type_float, 16, {0, 0}, true), y(halide_type_float, 32, {0}, true),
+        out(halide_type_float, 16, {4, 5}, true);
     CHECK(call(blob, 5, &x.b, &y.b, &out.b) == 0);
     CHECK(messages().empty());
     CHECK(x.b.dim[0].min == 0);
@@ -348,7 +354,9 @@ TEST_CASE("extern launcher: wrong buffers are refused with Halide's error codes 
 
     Buf out3(halide_type_float, 16, {4, 3});
     CHECK(call(blob, 5, &x.b, &y.b, &out3.b) == halide_error_code_constraint_violated);
-    CHECK(has(last(), "output buffer out covers [0, 3) in dimension 1 (n), expected [0, 5): Neptune's kernels write whole outputs"));
+    CHECK(has(
+        last(),
+        "output buffer out covers [0, 3) in dimension 1 (n), expected [0, 5): Neptune's kernels write whole outputs"));
 
     Buf strided(halide_type_float, 16, {4, 5});
     strided.dims[1].stride = 8;
@@ -371,7 +379,8 @@ TEST_CASE("extern launcher: wrong buffers are refused with Halide's error codes 
     using Entry2 = int (*)(void *, const char *, const halide_device_interface_t *, int32_t, int32_t, int32_t, int32_t,
                            int32_t, int32_t, int32_t, int32_t, halide_buffer_t *, halide_buffer_t *);
     auto two = reinterpret_cast<Entry2>(interop::extern_function_address(2));
-    CHECK(two(nullptr, blob.c_str(), nullptr, 5, 0, 0, 0, 0, 0, 0, 0, &x.b, &out.b) == halide_error_code_internal_error);
+    CHECK(two(nullptr, blob.c_str(), nullptr, 5, 0, 0, 0, 0, 0, 0, 0, &x.b, &out.b) ==
+          halide_error_code_internal_error);
     CHECK(has(last(), "called with 2 buffers; its descriptor has 3"));
     CHECK(interop::extern_function_address(0) == nullptr);
     CHECK(interop::extern_function_address(interop::max_extern_buffers + 1) == nullptr);

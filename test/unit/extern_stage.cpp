@@ -69,9 +69,7 @@ void trace(const neptune_halide_trace_event *e) {
 std::string realize_error(GpuPipeline &p, Buffer<float16_t> &out) {
     try {
         p.realize(out);
-    } catch (const Halide::RuntimeError &e) {
-        return e.what();
-    }
+    } catch (const Halide::RuntimeError &e) { return e.what(); }
     return "";
 }
 
@@ -116,7 +114,8 @@ TEST_CASE("extern stage: prefill attention is one stage over q, k, v and out, wi
     CHECK(has(p.ptxas_report(), "registers"));
 }
 
-TEST_CASE("extern stage: prefill kernels take the directive's tile, or with family_tile the JIT's tile for the GPU family") {
+TEST_CASE(
+    "extern stage: prefill kernels take the directive's tile, or with family_tile the JIT's tile for the GPU family") {
     // The directive's tile is 64 keys (FusionChoice's default). sm_90a's wgmma path takes 192 (128 when
     // the mask hides leading keys, a sliding window); the plan alone tells, as no OperatorSpec reaches
     // the stage.
@@ -158,7 +157,8 @@ TEST_CASE("extern stage: decode is one split-K kernel that picks its chunks at r
     CHECK(d["sets"][1]["stages"] == 2);
     CHECK(d["sets"][0]["tile_keys"] == 32);
     CHECK(d["sets"][1]["tile_keys"] == 32);
-    CHECK(d["sets"][0]["kernels"][0]["shared_bytes"].get<int>() > d["sets"][1]["kernels"][0]["shared_bytes"].get<int>());
+    CHECK(d["sets"][0]["kernels"][0]["shared_bytes"].get<int>() >
+          d["sets"][1]["kernels"][0]["shared_bytes"].get<int>());
     // The combine runs in the last chunk block of each group: one kernel, and its arrival counters are
     // a workspace the launcher zeroes when it allocates it.
     CHECK(d["sets"][0]["kernels"].size() == 1);
@@ -186,9 +186,7 @@ TEST_CASE("extern stage: Halide's pipeline asks for whole inputs, and wrong buff
     events().clear();
     out_regions().clear();
     const std::string plain = realize_error(b.pipeline, out);
-    if (!neptune::testing::cuda_device_present()) {
-        CHECK(has(plain, "libcuda.so.1"));
-    }
+    if (!neptune::testing::cuda_device_present()) { CHECK(has(plain, "libcuda.so.1")); }
     REQUIRE(!events().empty());
     CHECK(events().front().bounds_query == 1);
     for (const std::vector<int> &r : out_regions()) CHECK(r == std::vector<int>{0, 128, 0, 7, 0, 4, 0, 2});  // whole
@@ -199,11 +197,13 @@ TEST_CASE("extern stage: Halide's pipeline asks for whole inputs, and wrong buff
     Buffer<float16_t> three_heads(128, 9, 3, 2);
     in[1].set(three_heads);
     in[2].set(three_heads);
-    CHECK(has(realize_error(b.pipeline, out), "q_heads must be a multiple of kv_heads (batch = 2, q_heads = 4, kv_heads = 3"));
+    CHECK(has(realize_error(b.pipeline, out),
+              "q_heads must be a multiple of kv_heads (batch = 2, q_heads = 4, kv_heads = 3"));
     in[1].set(k);
     in[2].set(v);
     Buffer<float16_t> cropped(128, 5, 4, 2);
-    CHECK(has(realize_error(b.pipeline, cropped), "output buffer out covers [0, 5) in dimension 1 (seq_q), expected [0, 7)"));
+    CHECK(has(realize_error(b.pipeline, cropped),
+              "output buffer out covers [0, 5) in dimension 1 (seq_q), expected [0, 7)"));
     Buffer<float16_t> longer(128, 18, 2, 2);  // a crop of a longer cache: not dense
     longer.crop(1, 0, 9);
     in[1].set(longer);
@@ -218,8 +218,15 @@ TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input
     Halide::Func q_scaled("q_scaled");
     q_scaled(d, i, h, bv) = Halide::cast<float16_t>(Halide::cast<float>(q(d, i, h, bv)) * 0.5f);
     q_scaled.compute_root();
-    algorithms::AttentionInputs in{q_scaled, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
-                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
+    algorithms::AttentionInputs in{q_scaled,
+                                   k,
+                                   v,
+                                   Halide::Func(),
+                                   q.dim(1).extent(),
+                                   k.dim(1).extent(),
+                                   q.dim(2).extent(),
+                                   k.dim(2).extent(),
+                                   q.dim(0).extent()};
     algorithms::AttentionFuncs a = algorithms::attention(spec.attention, DType::F16, in, false);
     fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
     ExternOptions o;
@@ -247,19 +254,20 @@ TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input
 
 TEST_CASE("extern stage: what the tile backend cannot lower, or the options cannot describe, is a CompileError") {
     const ExternOptions o = head_dim_128();
-    CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o), doctest::Contains("the tile backend lowers attention-shaped groups"),
-                         CompileError);
+    CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o),
+                         doctest::Contains("the tile backend lowers attention-shaped groups"), CompileError);
 
-    CHECK_THROWS_WITH_AS(compile("prefill_global", [] {
-                             ExternOptions none;
-                             none.head_dim_qk = -1;
-                             return none;
-                         }()),
+    CHECK_THROWS_WITH_AS(compile("prefill_global",
+                                 [] {
+                                     ExternOptions none;
+                                     none.head_dim_qk = -1;
+                                     return none;
+                                 }()),
                          doctest::Contains("head_dim_qk is not set"), CompileError);
 
     algorithms::OperatorFuncs g = fused("prefill_global");
-    CHECK_THROWS_WITH_AS(compile_gpu({g.stage("row_sum")}, o), doctest::Contains("needs the Func that reads the group's stages"),
-                         CompileError);
+    CHECK_THROWS_WITH_AS(compile_gpu({g.stage("row_sum")}, o),
+                         doctest::Contains("needs the Func that reads the group's stages"), CompileError);
 }
 
 TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile into one JIT pipeline") {
@@ -268,9 +276,17 @@ TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile i
     Halide::Func q_scaled("q_scaled");
     q_scaled(d, i, h, bv) = Halide::cast<float16_t>(Halide::cast<float>(q(d, i, h, bv)) * 0.5f);
     q_scaled.compute_root().gpu_tile(d, i, di, ii, 32, 4, Halide::TailStrategy::GuardWithIf);
-    algorithms::AttentionInputs in{q_scaled, k, v, Halide::Func(), q.dim(1).extent(), k.dim(1).extent(),
-                                   q.dim(2).extent(), k.dim(2).extent(), q.dim(0).extent()};
-    algorithms::AttentionFuncs a = algorithms::attention(find_operator("prefill_causal")->attention, DType::F16, in, false);
+    algorithms::AttentionInputs in{q_scaled,
+                                   k,
+                                   v,
+                                   Halide::Func(),
+                                   q.dim(1).extent(),
+                                   k.dim(1).extent(),
+                                   q.dim(2).extent(),
+                                   k.dim(2).extent(),
+                                   q.dim(0).extent()};
+    algorithms::AttentionFuncs a =
+        algorithms::attention(find_operator("prefill_causal")->attention, DType::F16, in, false);
     fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
     Halide::Func doubled("doubled");
     doubled(d, i, h, bv) = a.out(d, i, h, bv) * float16_t(2.0f);

@@ -25,8 +25,9 @@ TEST_CASE("half: every f16 bit pattern survives f16 -> float -> f16, and matches
 TEST_CASE("half: float -> f16 rounds to nearest even like Halide, over normals, subnormals, ties and overflow") {
     std::mt19937 rng(7);
     std::uniform_int_distribution<uint32_t> any;
-    std::vector<float> values = {0.0f, -0.0f, 65504.0f, 65519.9f, 65520.0f, 1e-8f, 2.98e-8f, 5.96e-8f,
-                                 6.1035e-5f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, INFINITY, -INFINITY};
+    std::vector<float> values = {0.0f,     -0.0f,    65504.0f,   65519.9f,           65520.0f,           1e-8f,
+                                 2.98e-8f, 5.96e-8f, 6.1035e-5f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, INFINITY,
+                                 -INFINITY};
     for (int i = 0; i < 200000; i++) {
         float f = bits_float(any(rng));
         if (std::isnan(f)) continue;

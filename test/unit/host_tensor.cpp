@@ -37,9 +37,9 @@ TEST_CASE("host tensors: attention inputs are N(0, 1) and reproducible from the 
         beyond3 += std::fabs(v) > 3 ? 1 : 0;
     }
     const double mean = s / n, var = s2 / n - mean * mean;
-    CHECK(std::fabs(mean) < 5.0 / std::sqrt(n));           // 5 sigma of the sample mean
+    CHECK(std::fabs(mean) < 5.0 / std::sqrt(n));  // 5 sigma of the sample mean
     CHECK(std::fabs(var - 1.0) < 5.0 * std::sqrt(2.0 / n));  // var of s^2 is 2/n for a normal
-    CHECK(s4 / n == doctest::Approx(3.0).epsilon(0.02));     // the normal's kurtosis
+    CHECK(s4 / n == doctest::Approx(3.0).epsilon(0.02));  // the normal's kurtosis
     CHECK(double(beyond3) / n == doctest::Approx(2.6998e-3).epsilon(0.05));  // P(|z| > 3)
     for (const char *t : {"q", "k", "v"}) CHECK(named(a, t).values == named(b, t).values);
     int64_t same_seed = 0, same_tensor = 0;
@@ -73,7 +73,8 @@ TEST_CASE("host tensors: rising scores ramp k along the sequence and lift q; lab
     CHECK(last / per - first / per == doctest::Approx(1.5 * 448.0 / 512).epsilon(0.02));
     CHECK(qsum / double(q.size()) == doctest::Approx(0.3).epsilon(0.02));
 
-    const OperatorInstance ce = instantiate(*find_operator("cross_entropy"), 8000, 1000);  // 8000 labels of 1000 classes
+    const OperatorInstance ce =
+        instantiate(*find_operator("cross_entropy"), 8000, 1000);  // 8000 labels of 1000 classes
     const std::vector<HostTensor> ce_inputs = make_inputs(ce, 4);
     const HostTensor &labels = named(ce_inputs, "labels");
     std::vector<int> seen(1000, 0);

@@ -63,7 +63,7 @@ TEST_CASE("lower: every attention operator gives a verified tile program and CUD
             no.cubin = true;
             no.headers = internal::device_headers();
             for (const char *arch : target == GpuArch::Sm90a ? std::vector<const char *>{"sm_90a"}
-                                                               : std::vector<const char *>{"sm_80", "sm_90"}) {
+                                                             : std::vector<const char *>{"sm_80", "sm_90"}) {
                 no.arch = arch;
                 INFO(arch << "\n" << tir::to_string(p) << "\n" << src);
                 CHECK_NOTHROW(internal::nvrtc_compile(src, op.name + ".cu", no));
@@ -107,10 +107,16 @@ TEST_CASE("lower: deal_chunk_tiles gives decode's chunks the visible tiles round
                     const int first = window ? std::max(0, seq_kv - window) / 32 : 0;
                     int last = first - 1;
                     for (int chunk = 0; chunk < chunks; chunk++) {
-                        std::map<std::string, Halide::Expr> env = {{"block_x", chunk}, {"block_y", 0}, {"block_z", 0},
-                                                                   {"chunks", chunks}, {"interleave", interleave},
-                                                                   {"seq_kv", seq_kv}, {"seq_q", 1},
-                                                                   {"batch", 1}, {"q_heads", 32}, {"kv_heads", 32}};
+                        std::map<std::string, Halide::Expr> env = {{"block_x", chunk},
+                                                                   {"block_y", 0},
+                                                                   {"block_z", 0},
+                                                                   {"chunks", chunks},
+                                                                   {"interleave", interleave},
+                                                                   {"seq_kv", seq_kv},
+                                                                   {"seq_q", 1},
+                                                                   {"batch", 1},
+                                                                   {"q_heads", 32},
+                                                                   {"kv_heads", 32}};
                         auto eval = [&](const Halide::Expr &e) {
                             const Halide::Expr v = Halide::Internal::simplify(Halide::Internal::substitute(env, e));
                             REQUIRE(v.as<Halide::Internal::IntImm>());
@@ -136,7 +142,8 @@ TEST_CASE("lower: deal_chunk_tiles gives decode's chunks the visible tiles round
                             }
                         }
                     }
-                    INFO("window " << window << " interleave " << interleave << " S=" << seq_kv << " chunks " << chunks);
+                    INFO("window " << window << " interleave " << interleave << " S=" << seq_kv << " chunks "
+                                   << chunks);
                     for (int j = 0; j < int(seen.size()); j++) CHECK(seen[j] == (j >= first ? 1 : 0));
                 }
     }
@@ -150,8 +157,9 @@ TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm
             CHECK(e.ptx.find(".entry") != std::string::npos);
             REQUIRE(!e.resources.empty());
             for (const KernelResources &r : e.resources) {
-                MESSAGE(std::string(name) << " " << std::string(arch) << " " << r.kernel << ": " << r.registers << " registers, "
-                             << r.spill_stores << " B spill stores, " << r.stack_bytes << " B stack");
+                MESSAGE(std::string(name)
+                        << " " << std::string(arch) << " " << r.kernel << ": " << r.registers << " registers, "
+                        << r.spill_stores << " B spill stores, " << r.stack_bytes << " B stack");
                 CHECK(r.registers > 0);
                 CHECK(r.spill_stores == 0);
                 CHECK(r.spill_loads == 0);
@@ -227,7 +235,8 @@ TEST_CASE("lower: unroll_chunk_loops puts several chunks' loads in flight in the
     }
 }
 
-TEST_CASE("lower: unroll_chunk_loops keeps U iterations' register tiles within 128 registers, leaves shared tiles alone") {
+TEST_CASE(
+    "lower: unroll_chunk_loops keeps U iterations' register tiles within 128 registers, leaves shared tiles alone") {
     const auto f32 = [](int rows, int cols, tir::Layout l) {
         return tir::TileType{DType::F32, rows, cols, tir::Scope::Register, l};
     };
@@ -290,7 +299,8 @@ TEST_CASE("lower: fold_combine runs the combine in the last chunk block of each 
     CHECK(direct->body[1]->kind == tir::NodeKind::TileStore);
     CHECK(direct->body[1]->tensor == "out");
     REQUIRE(several->body.size() == 4u);
-    for (int i = 0; i < 3; i++) CHECK(tir::to_string(several->body[i], false) == tir::to_string(partial[partial.size() - 3 + i], false));
+    for (int i = 0; i < 3; i++)
+        CHECK(tir::to_string(several->body[i], false) == tir::to_string(partial[partial.size() - 3 + i], false));
     const tir::Stmt &last = several->body.back();
     REQUIRE(last->kind == tir::NodeKind::LastArrival);
     CHECK(last->tensor == "ws_arrivals");
@@ -332,7 +342,8 @@ TEST_CASE("lower: fold_constant_scales turns the softcap's division by its cap i
     }
 }
 
-TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice and state, merged by the folded combine") {
+TEST_CASE(
+    "lower: key-split warps share each KV tile, each warp its own slice and state, merged by the folded combine") {
     internal::LoweringChoices c;
     c.arch = GpuArch::Sm90a;
     c.block_n = 16;
@@ -372,7 +383,8 @@ TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice an
     // What key-split warps cannot do, said by name.
     internal::LoweringChoices two = c;
     two.fold_combine = 0;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, two), doctest::Contains("need the folded combine"), CompileError);
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, two), doctest::Contains("need the folded combine"),
+                         CompileError);
     CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("prefill_causal"), 1, 128), c),
                          doctest::Contains("prefill_causal: key-split warps are for decode"), CompileError);
     internal::LoweringChoices both = c;
@@ -385,8 +397,10 @@ TEST_CASE("lower: key-split warps share each KV tile, each warp its own slice an
                          doctest::Contains("one 16-row block of query heads; this group has 32"), CompileError);
 }
 
-TEST_CASE("lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V tiles whose columns make 64-column blocks") {
-    for (const auto &[op, arch] : {std::pair{"decode_causal", GpuArch::Sm80}, {"decode_gqa", GpuArch::Sm90a},
+TEST_CASE(
+    "lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V tiles whose columns make 64-column blocks") {
+    for (const auto &[op, arch] : {std::pair{"decode_causal", GpuArch::Sm80},
+                                   {"decode_gqa", GpuArch::Sm90a},
                                    {"prefill_causal", GpuArch::Sm80}}) {
         INFO(op);
         const tir::Program p = lower(*find_operator(op), arch);
@@ -436,7 +450,8 @@ TEST_CASE("emit: the KV loop's first copies are issued before the block loads Q,
         const internal::SharedLayout l = internal::shared_layout(k);
         const int q0 = l.offset.at("q_s"), q1 = q0 + internal::shared_tile_bytes(k.values.at("q_s"));
         for (const char *t : {"k_s", "v_s"}) {
-            const int at = l.offset.at(t), end = at + (k.pipeline_stages - 1) * internal::shared_tile_bytes(k.values.at(t));
+            const int at = l.offset.at(t),
+                      end = at + (k.pipeline_stages - 1) * internal::shared_tile_bytes(k.values.at(t));
             CHECK((q1 <= at || end <= q0));
         }
         CHECK_NOTHROW(compile_sm90a(src, std::string(op) + "_hoisted.cu"));
@@ -454,7 +469,6 @@ void values_named(const tir::Kernel &k, const tir::Block &b, std::set<std::strin
     }
 }
 
-
 const tir::Stmt *find_arrival(const tir::Block &b) {
     for (const tir::Stmt &s : b) {
         if (s->kind == tir::NodeKind::LastArrival) return &s;
@@ -465,7 +479,8 @@ const tir::Stmt *find_arrival(const tir::Block &b) {
 
 }  // namespace
 
-TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers and leaves the partial's state in fragments") {
+TEST_CASE(
+    "lower: lay_out_combine merges split-K chunks in warp-rows registers and leaves the partial's state in fragments") {
     const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
     for (int fold : {1, 0}) {
         INFO("fold_combine ", fold);
@@ -499,14 +514,15 @@ TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers a
         const std::string listing = tir::to_string(p);
         CHECK(listing.find("for strip in [0, (min(r_valid, 16) + 3) / 4) {") != std::string::npos);
         // (unroll_chunk_loops pads the chunk loop: past the last chunk, a load has no rows)
-        CHECK(listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks * 1, "
-                           "r_valid - strip * 4, 0) x 128]") != std::string::npos);
-        CHECK(listing.find(std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
-                           ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) !=
-              std::string::npos);
+        CHECK(listing.find(
+                  "load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks * 1, "
+                  "r_valid - strip * 4, 0) x 128]") != std::string::npos);
+        CHECK(listing.find(
+                  std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
+                  ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) != std::string::npos);
         const std::string src = internal::emit_cuda(p);
-        for (const char *call : {"nd::load_warp_rows<true>(acc_p", "nd::load_warp_rows_vec(row_max_p", "nd::store_warp_rows(",
-                                 "nd::row_of("})
+        for (const char *call : {"nd::load_warp_rows<true>(acc_p", "nd::load_warp_rows_vec(row_max_p",
+                                 "nd::store_warp_rows(", "nd::row_of("})
             CHECK(src.find(call) != std::string::npos);
         CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_warp_rows.cu"));
     }
@@ -517,7 +533,8 @@ TEST_CASE("lower: lay_out_combine merges split-K chunks in warp-rows registers a
     CHECK(internal::emit_cuda(p).find("warp_rows") == std::string::npos);
 }
 
-TEST_CASE("lower: the two-pass combine ends the maximum over all chunks before it adds any, and repairs no running state") {
+TEST_CASE(
+    "lower: the two-pass combine ends the maximum over all chunks before it adds any, and repairs no running state") {
     // An option (the rolling pass is the default): pass 1 loads the row maxima alone, a register each,
     // so unroll_chunk_loops takes 16 chunks at a time; pass 2 takes the factor's 4.
     const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
@@ -526,20 +543,22 @@ TEST_CASE("lower: the two-pass combine ends the maximum over all chunks before i
     c.two_pass_combine = 1;
     const std::string two = tir::to_string(internal::lower_operator(inst, c).program);
     INFO(two);
-    check_in_order(two, {"if last of chunks arrivals",
-                         // pass 1: the row maxima alone, 16 chunks' loads in flight (a register each)
-                         "for p in [0, (chunks + 15) / 16 * 16) carrying row_max_c unrolled x16 {",
-                         "row_max_c = row_map(select(p < chunks * 1, max(row_max_c, row_max_p), row_max_c))", "}",
-                         // pass 2: each chunk repaired to the final maximum and added
-                         "for p in [0, (chunks + 3) / 4 * 4) carrying acc_c, row_sum_c unrolled x4 {",
-                         "acc_p_scale = row_map(exp(select(row_max_p == -inf, 0, row_max_p) - select(row_max_c == -inf, 0, "
-                         "row_max_c)))",
-                         "acc_c = map(select(p < chunks * 1, acc_c + select(acc_p == 0, 0, acc_p * acc_p_scale), acc_c))",
-                         "o_out_c = map("});
+    check_in_order(two,
+                   {"if last of chunks arrivals",
+                    // pass 1: the row maxima alone, 16 chunks' loads in flight (a register each)
+                    "for p in [0, (chunks + 15) / 16 * 16) carrying row_max_c unrolled x16 {",
+                    "row_max_c = row_map(select(p < chunks * 1, max(row_max_c, row_max_p), row_max_c))", "}",
+                    // pass 2: each chunk repaired to the final maximum and added
+                    "for p in [0, (chunks + 3) / 4 * 4) carrying acc_c, row_sum_c unrolled x4 {",
+                    "acc_p_scale = row_map(exp(select(row_max_p == -inf, 0, row_max_p) - select(row_max_c == -inf, 0, "
+                    "row_max_c)))",
+                    "acc_c = map(select(p < chunks * 1, acc_c + select(acc_p == 0, 0, acc_p * acc_p_scale), acc_c))",
+                    "o_out_c = map("});
     const std::string combine = two.substr(two.find("if last of chunks arrivals"));
     CHECK(combine.find("row_max_new") == std::string::npos);  // no running maximum to repair from
-    CHECK(combine.find("acc_c * ") == std::string::npos);     // the running state is never rescaled
-    CHECK_NOTHROW(compile_sm90a(internal::emit_cuda(internal::lower_operator(inst, c).program), "decode_gqa_two_pass.cu"));
+    CHECK(combine.find("acc_c * ") == std::string::npos);  // the running state is never rescaled
+    CHECK_NOTHROW(
+        compile_sm90a(internal::emit_cuda(internal::lower_operator(inst, c).program), "decode_gqa_two_pass.cu"));
     c.two_pass_combine = -1;  // the default, rolling: one pass, the running state repaired per chunk
     const std::string one = tir::to_string(internal::lower_operator(inst, c).program);
     const std::string rolling = one.substr(one.find("if last of chunks arrivals"));
@@ -567,8 +586,7 @@ TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memor
     CHECK(l.offset.at("acc_shared") < l.offset.at("v_s"));  // inside the ring
     check_in_order(text, {"clusters: chunks blocks along x", "barrier", "acc_shared = convert(acc, valid rows group)",
                           "cluster merge, run by rank 0 {", "for strip in",
-                          "acc_p = load acc_shared@rank min(p, chunks - 1)[row strip * 4",
-                          "store out["});
+                          "acc_p = load acc_shared@rank min(p, chunks - 1)[row strip * 4", "store out["});
     CHECK(text.find("if last of") == std::string::npos);
     const std::string cuda = internal::emit_cuda(cluster);
     CHECK(cuda.find("nd::cluster_sync();") != std::string::npos);
@@ -576,27 +594,30 @@ TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memor
     CHECK_NOTHROW(compile_sm90a(cuda, "decode_gqa_cluster.cu"));
     // Where it does not apply: the reason, naming the operator.
     c.arch = GpuArch::Sm80;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("no cluster merge: thread block clusters need sm_90a"),
-                         CompileError);
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c),
+                         doctest::Contains("no cluster merge: thread block clusters need sm_90a"), CompileError);
     c.arch = GpuArch::Sm90a;
     c.key_warps = 2;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("it merges one-warp blocks"), CompileError);
+    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("it merges one-warp blocks"),
+                         CompileError);
 }
 
 TEST_CASE("decode's cluster merge where the chunks make a portable cluster of one-warp sm_90a blocks") {
     CHECK(internal::use_cluster_merge(-1, 2, true, 0, -1, 1));
     CHECK(internal::use_cluster_merge(-1, 8, true, 1, 1, 1));
-    CHECK_FALSE(internal::use_cluster_merge(-1, 1, true, 0, -1, 1));   // one chunk: nothing to merge
-    CHECK_FALSE(internal::use_cluster_merge(-1, 9, true, 0, -1, 1));   // beyond the portable cluster size
+    CHECK_FALSE(internal::use_cluster_merge(-1, 1, true, 0, -1, 1));  // one chunk: nothing to merge
+    CHECK_FALSE(internal::use_cluster_merge(-1, 9, true, 0, -1, 1));  // beyond the portable cluster size
     CHECK_FALSE(internal::use_cluster_merge(-1, 4, false, 0, -1, 1));  // sm_80
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 2, -1, 2));   // key-split warps
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, 0, 1));    // two kernels asked for
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, -1, 2));   // groups of more than 16 heads
-    CHECK(internal::use_cluster_merge(1, 16, false, 0, -1, 1));        // forced (lowering checks the rest)
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 2, -1, 2));  // key-split warps
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, 0, 1));  // two kernels asked for
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, -1, 2));  // groups of more than 16 heads
+    CHECK(internal::use_cluster_merge(1, 16, false, 0, -1, 1));  // forced (lowering checks the rest)
     CHECK_FALSE(internal::use_cluster_merge(0, 4, true, 0, -1, 1));
 }
 
-TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did not write, reduces, reads a user tensor, or reloads what it stored") {
+TEST_CASE(
+    "lower: lay_out_combine leaves a region alone that reads what it did not write, reduces, reads a user tensor, or "
+    "reloads what it stored") {
     // A folded-combine shape by hand: fragments outside, then an arrival whose body is the combine.
     using namespace tir;
     const auto fv = [](const std::string &n) { return Halide::Internal::Variable::make(Halide::Float(32), n); };
@@ -604,7 +625,8 @@ TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did n
     k.name = "fold";
     k.warps = 1;
     k.grid_x = 2;
-    k.tensors = {{"ws", DType::F32, true}, {"x", DType::F32, false}, {"out", DType::F32, true}, {"cnt", DType::F32, true}};
+    k.tensors = {
+        {"ws", DType::F32, true}, {"x", DType::F32, false}, {"out", DType::F32, true}, {"cnt", DType::F32, true}};
     k.values = {{"acc", {DType::F32, 16, 128, Scope::Register, Layout::MmaAccumulator}},
                 {"part", {DType::F32, 16, 128, Scope::Register, Layout::MmaAccumulator}},
                 {"m", {DType::F32, 16, 1, Scope::Register, Layout::RowVector}}};
@@ -621,7 +643,8 @@ TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did n
     CHECK(laid.kernels[0].values.at("part").layout == Layout::WarpRows);  // only in the region: not renamed
     CHECK(laid.kernels[0].values.at("acc").layout == Layout::MmaAccumulator);
     CHECK_NOTHROW(verify(laid));
-    check_in_order(to_string(laid), {"for strip in [0, 4) {", "part = load ws[base: strip * 512, stride 128, valid 16 - strip * 4 x 128]",
+    check_in_order(to_string(laid), {"for strip in [0, 4) {",
+                                     "part = load ws[base: strip * 512, stride 128, valid 16 - strip * 4 x 128]",
                                      "acc_c = map(acc_c + part)", "store out[base: strip * 512,"});
     // On the interpreter, strips and all: out = the workspace the block stored (acc = 1) + 0.
     HostTensor ws(TensorDesc{"ws", DType::F32, {16 * 128}}), x(TensorDesc{"x", DType::F32, {16 * 128}}),
@@ -644,7 +667,8 @@ TEST_CASE("lower: lay_out_combine leaves a region alone that reads what it did n
                                make_map("acc", fv("acc") + fv("part")), make_store("acc", "out", 0, 128, 16, 128)};
     // Stores ws, then loads its rows 4..15: in strips, rows 4..7 would be loaded before they are stored.
     const Block reads_back = {make_fill("acc", 2.0f), make_store("acc", "ws", 0, 128, 16, 128),
-                              make_load("part", "ws", 4 * 128, 128, 12, 128), make_store("part", "out", 0, 128, 12, 128)};
+                              make_load("part", "ws", 4 * 128, 128, 12, 128),
+                              make_store("part", "out", 0, 128, 12, 128)};
     for (const Block *b : {&live_in, &reduces, &user_tensor, &reads_back}) {
         const Program q = with_combine(*b);
         const Program same = internal::lay_out_combine(q, true);

@@ -56,13 +56,15 @@ TEST_CASE("select_mma: wgmma dots read Q from shared memory, swizzled tiles, the
     CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::MmaSync; }) == 0);
     CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Convert && n.src == "q_s"; }) == 0);
     CHECK(k.values.count("q_a") == 0);
-    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.a == "q_s" && !n.accumulate; }) == 1);
+    CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.a == "q_s" && !n.accumulate; }) ==
+          1);
     CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Fill && n.dst == "s"; }) == 0);
     for (const char *t : {"q_s", "k_s", "v_s"}) CHECK(k.values.at(t).layout == Layout::SharedSwizzled128);
     // Head dims that are not whole 64-column swizzle blocks keep mma.sync, on sm_90a too.
     const Kernel narrow = lower("prefill_global", -1, GpuArch::Sm90a, 80);
     CHECK(narrow.producer_warps == 0);
-    CHECK(count(narrow.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::MmaSync; }) == 2);
+    CHECK(count(narrow.body, [](const Node &n) { return n.kind == NodeKind::TileDot && n.mma == MmaKind::MmaSync; }) ==
+          2);
 }
 
 TEST_CASE("select_mma: forcing wgmma on a shape it cannot run is a CompileError that says why") {
@@ -118,7 +120,8 @@ TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, re
     for (const TensorMap &m : d.tensor_maps) CHECK(m.l2_promotion == 128);
     // On sm_80 they keep cp.async.
     const Kernel d80 = lower("decode_gqa", -1, GpuArch::Sm80);
-    CHECK(count(d80.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 2);
+    CHECK(count(d80.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) ==
+          2);
     CHECK(d80.tensor_maps.empty());
 }
 
@@ -143,7 +146,8 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
         CHECK(count(k.body, [](const Node &n) {
                   return n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma && !n.ring.defined();
               }) == 2);
-        CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 0);
+        CHECK(count(k.body,
+                    [](const Node &n) { return n.kind == NodeKind::TileLoad && n.copy == CopyKind::CpAsync; }) == 0);
         CHECK(count(k.body, [](const Node &n) { return n.kind == NodeKind::Release; }) == 0);
         CHECK(count(k.body, [](const Node &n) {
                   return n.kind == NodeKind::TileLoad && n.dst == "q_s" && n.copy == CopyKind::Sync;
@@ -155,13 +159,15 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
         CHECK(l.alignment_slack == 1024);
         for (const char *t : {"k_s", "v_s"}) CHECK(l.offset.at(t) % 1024 == 0);
         const std::string listing = to_string(k);
-        CHECK(contains(listing, "k_s = load k[plane b * kv_heads + hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
+        CHECK(contains(listing,
+                       "k_s = load k[plane b * kv_heads + hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
         CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 64 B"));
         // The emitted loop waits for this iteration's copy, then thread 0 refills the previous buffer.
         const std::string src = internal::emit_cuda(p);
         INFO(src);
         CHECK(contains(src, "nd::mbarrier_wait(k_s_full + stage_t, phase_t);"));
-        CHECK(contains(src, "nd::tma_load_tile(v_s_buf((stage_t + 2) % 3), v_map, ((j_first + (j_step * (t + 2))) * 32)"));
+        CHECK(contains(src,
+                       "nd::tma_load_tile(v_s_buf((stage_t + 2) % 3), v_map, ((j_first + (j_step * (t + 2))) * 32)"));
         CHECK_FALSE(contains(src, "load_tile_async"));
         internal::NvrtcOptions no;
         no.cubin = true;
@@ -185,7 +191,8 @@ TEST_CASE("verify: a TMA load without producer warps belongs to a pipelined loop
     internal::LoweringChoices c;
     c.arch = GpuArch::Sm90a;
     c.tma_loads = 1;
-    const Kernel k = internal::lower_operator(instantiate(*find_operator("decode_causal"), 1, 256), c).program.kernels.at(0);
+    const Kernel k =
+        internal::lower_operator(instantiate(*find_operator("decode_causal"), 1, 256), c).program.kernels.at(0);
     CHECK_NOTHROW(verify(k));
     const char *rule = "a TMA load without producer warps is a pipelined load";
     // `k` with each TMA load directly in a loop's body replaced by f(loop variable, load).
@@ -204,9 +211,8 @@ TEST_CASE("verify: a TMA load without producer warps belongs to a pipelined loop
     const Kernel guarded = edit_tma_loads([](const Halide::Expr &j, const Stmt &b) { return make_if(j >= 0, {b}); });
     CHECK_THROWS_WITH_AS(verify(guarded), doctest::Contains(rule), InternalError);
     // A ring position is the producer warps' protocol.
-    const Kernel ringed = edit_tma_loads([](const Halide::Expr &j, const Stmt &b) {
-        return with(b, [&](Node &l) { l.ring = j; });
-    });
+    const Kernel ringed =
+        edit_tma_loads([](const Halide::Expr &j, const Stmt &b) { return with(b, [&](Node &l) { l.ring = j; }); });
     CHECK_THROWS_WITH_AS(verify(ringed), doctest::Contains(rule), InternalError);
     // One buffer is no pipeline.
     Kernel single = k;

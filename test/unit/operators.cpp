@@ -12,10 +12,10 @@ OperatorInstance at(const std::string &name, int64_t b, int64_t s) { return inst
 }  // namespace
 
 TEST_CASE("operators: the suite holds the ten attention operators of OPERATORS.md and the row-wise ones") {
-    for (const char *n : {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap",
-                          "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap",
-                          "attention_row_stats", "softmax", "logsumexp", "cross_entropy", "layernorm",
-                          "layernorm_matmul", "rmsnorm", "rmsnorm_matmul", "performer"})
+    for (const char *n :
+         {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap", "prefill_windowed",
+          "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap", "attention_row_stats", "softmax",
+          "logsumexp", "cross_entropy", "layernorm", "layernorm_matmul", "rmsnorm", "rmsnorm_matmul", "performer"})
         CHECK_MESSAGE(find_operator(n).has_value(), n);
     CHECK_FALSE(find_operator("prefill_nothing").has_value());
 }

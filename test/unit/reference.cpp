@@ -31,7 +31,7 @@ TEST_CASE("reference: two keys give the exp-weighted mean of their values") {
     const OperatorInstance in = instantiate(small_attention(Mask::None, 2, 1), 1, 2);
     std::vector<HostTensor> x = make_inputs(in, 1);
     tensor(x, "q").values = {1, 0, 0.5, 0.5};  // two query rows
-    tensor(x, "k").values = {2, 0, 0, 1};      // k0 = (2, 0), k1 = (0, 1)
+    tensor(x, "k").values = {2, 0, 0, 1};  // k0 = (2, 0), k1 = (0, 1)
     tensor(x, "v").values = {10, 20};
     const std::vector<HostTensor> out = reference::compute(in, x);
     const double c = 1 / std::sqrt(2.0);

@@ -11,8 +11,8 @@
 #include "tir/Interpreter.h"
 
 using namespace neptune;
-using neptune::testing::check_in_order;
 using Halide::Expr;
+using neptune::testing::check_in_order;
 namespace HI = Halide::Internal;
 
 namespace {
@@ -48,7 +48,6 @@ HostTensor filled(const std::string &name, DType t, std::vector<int64_t> shape, 
     return h;
 }
 
-
 // C = 0.5 * A B^T for A [rows x depth] and B [16 x depth] in f16, one 16-row tile of C per block:
 // partial row and depth tiles are zero-filled by the loads.
 tir::Kernel matmul_kernel() {
@@ -66,11 +65,11 @@ tir::Kernel matmul_kernel() {
     const Expr depth = iv("depth"), kt = iv("kt"), m0 = iv("m0");
     k.body = {
         tir::make_fill("acc", 0.0f),
-        tir::make_loop("kt", 0, (depth + 15) / 16, {"acc"},
-                       {tir::make_load("a_s", "a", m0 * depth + kt * 16, depth, iv("rows") - m0, depth - kt * 16),
-                        tir::make_load("b_s", "b", kt * 16, depth, 16, depth - kt * 16), tir::make_barrier(),
-                        tir::make_convert("a_op", "a_s"), tir::make_dot("acc", "a_op", "b_s", true),
-                        tir::make_barrier()}),
+        tir::make_loop(
+            "kt", 0, (depth + 15) / 16, {"acc"},
+            {tir::make_load("a_s", "a", m0 * depth + kt * 16, depth, iv("rows") - m0, depth - kt * 16),
+             tir::make_load("b_s", "b", kt * 16, depth, 16, depth - kt * 16), tir::make_barrier(),
+             tir::make_convert("a_op", "a_s"), tir::make_dot("acc", "a_op", "b_s", true), tir::make_barrier()}),
         tir::make_map("acc", fv("acc") * 0.5f, "the softmax scale"),
         tir::make_store("acc", "c", m0 * 16, 16, iv("rows") - m0, 16),
     };
@@ -87,9 +86,12 @@ tir::Kernel logsumexp_kernel() {
     k.grid_x = (iv("rows") + 15) / 16;
     k.warps = 1;
     k.scalars = {{"r0", iv("block_x") * 16}};
-    k.values = {{"x_s", shared(DType::F16, 16, 32)}, {"x_a", operand(DType::F16, 16, 32)},
-                {"s", accumulator(16, 32)},          {"m", row_vector(16)},
-                {"l", row_vector(16)},               {"m_new", row_vector(16)}};
+    k.values = {{"x_s", shared(DType::F16, 16, 32)},
+                {"x_a", operand(DType::F16, 16, 32)},
+                {"s", accumulator(16, 32)},
+                {"m", row_vector(16)},
+                {"l", row_vector(16)},
+                {"m_new", row_vector(16)}};
     const Expr n = iv("n"), j = iv("j"), r0 = iv("r0");
     const Expr s = fv("s"), m = fv("m"), l = fv("l"), m_new = fv("m_new");
     k.body = {
@@ -183,7 +185,8 @@ TEST_CASE("tile IR printer: the listing shows the header, values and statements 
     tir::Program p;
     p.kernels = {matmul_kernel(), grid_kernel()};
     p.workspaces = {{"ws", iv("rows") * 2}};
-    check_in_order(tir::to_string(p), {"program: 2 kernels", "workspace ws: f32[rows * 2]", "kernel mm", "kernel grid"});
+    check_in_order(tir::to_string(p),
+                   {"program: 2 kernels", "workspace ws: f32[rows * 2]", "kernel mm", "kernel grid"});
 }
 
 TEST_CASE("tile IR verify: accepts well-formed kernels") {
@@ -195,8 +198,7 @@ TEST_CASE("tile IR verify: accepts well-formed kernels") {
 TEST_CASE("tile IR verify: rejects broken kernels, naming the kernel, the statement and the rule") {
     const tir::Kernel mm = matmul_kernel();
     CHECK_THROWS_WITH_AS(tir::verify(with_statement(mm, tir::make_map("nope", fv("acc")))),
-                         doctest::Contains("kernel 'mm': `nope = map(acc)`: 'nope' is not declared"),
-                         InternalError);
+                         doctest::Contains("kernel 'mm': `nope = map(acc)`: 'nope' is not declared"), InternalError);
 
     tir::Kernel wide = mm;
     wide.values["b_s"] = shared(DType::F16, 16, 32);
@@ -251,7 +253,8 @@ TEST_CASE("tile IR verify: mma.sync reads padded or swizzled shared tiles, wgmma
 
 TEST_CASE("tile IR interpreter: a tiled matmul with transposed B matches the fp64 product of f16 inputs") {
     const int64_t rows = 40, depth = 40, cols = 16;  // partial row and depth tiles
-    HostTensor a = random_tensor("a", DType::F16, {rows, depth}, 1), b = random_tensor("b", DType::F16, {cols, depth}, 2);
+    HostTensor a = random_tensor("a", DType::F16, {rows, depth}, 1),
+               b = random_tensor("b", DType::F16, {cols, depth}, 2);
     HostTensor c = filled("c", DType::F32, {rows, cols}, NAN);
     tir::LaunchArgs args{{{"a", &a}, {"b", &b}, {"c", &c}}, {{"rows", rows}, {"depth", depth}}, {}};
     tir::interpret(matmul_kernel(), args);
@@ -367,11 +370,11 @@ tir::Program arrival_program() {
     k.warps = 1;
     k.scalars = {{"chunk", iv("block_x")}, {"g", iv("block_y")}};
     k.values = {{"v", row_vector(16)}, {"w", row_vector(16)}};
-    tir::Block combine = {
-        tir::make_fill("v", 0.0f),
-        tir::make_loop("p", 0, 3, {"v"},
-                       {tir::make_row_load("w", "ws", iv("g") * 3 + iv("p"), 1, 1, 0.0f), tir::make_row_map("v", fv("v") + fv("w"))}),
-        tir::make_row_store("v", "out", iv("g"), 1)};
+    tir::Block combine = {tir::make_fill("v", 0.0f),
+                          tir::make_loop("p", 0, 3, {"v"},
+                                         {tir::make_row_load("w", "ws", iv("g") * 3 + iv("p"), 1, 1, 0.0f),
+                                          tir::make_row_map("v", fv("v") + fv("w"))}),
+                          tir::make_row_store("v", "out", iv("g"), 1)};
     k.body = {tir::make_row_map("v", Halide::cast<float>(iv("g") * 10 + iv("chunk"))),
               tir::make_row_store("v", "ws", iv("g") * 3 + iv("chunk"), 1),
               tir::make_last_arrival("cnt", iv("g"), 3, combine, "the group's last block")};
@@ -386,8 +389,8 @@ tir::Program arrival_program() {
 TEST_CASE("tile IR: the last block of each group to arrive runs the body, sees the group's writes, resets the count") {
     const tir::Program p = arrival_program();
     check_in_order(tir::to_string(p), {"workspace cnt: f32[4], zeroed", "row_store ws[",
-                                       "if last of 3 arrivals at cnt[g] {  // the group's last block", "for p in [0, 3)",
-                                       "row_store out[base: g, valid 1] = v", "}"});
+                                       "if last of 3 arrivals at cnt[g] {  // the group's last block",
+                                       "for p in [0, 3)", "row_store out[base: g, valid 1] = v", "}"});
     HostTensor ws = filled("ws", DType::F32, {12}, NAN), cnt = filled("cnt", DType::F32, {4}, 0),
                out = filled("out", DType::F32, {4}, -1);
     tir::LaunchArgs args{{{"ws", &ws}, {"cnt", &cnt}, {"out", &out}}, {}, {}};
@@ -405,16 +408,20 @@ TEST_CASE("tile IR: the last block of each group to arrive runs the body, sees t
                          InternalError);
 }
 
-TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level or under a grid-uniform condition, in a zeroed workspace") {
+TEST_CASE(
+    "tile IR verify: arrivals are counted once per block, at the top level or under a grid-uniform condition, in a "
+    "zeroed workspace") {
     const tir::Program p = arrival_program();
     CHECK_NOTHROW(tir::verify(p));
     tir::Program unzeroed = p;
     unzeroed.workspaces[1].zeroed = false;
-    CHECK_THROWS_WITH_AS(tir::verify(unzeroed), doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
+    CHECK_THROWS_WITH_AS(tir::verify(unzeroed),
+                         doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
                          InternalError);
     tir::Kernel nested = p.kernels[0];
     nested.body = {tir::make_loop("j", 0, 2, {}, {p.kernels[0].body.back()})};
-    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("blocks arrive once, at the kernel's top level"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("blocks arrive once, at the kernel's top level"),
+                         InternalError);
     // Under a condition on the launch parameters alone every block takes the same branch, so every
     // block of a group still arrives; under one on a block index some would not, and the last never comes.
     tir::Program uniform = p;
@@ -422,7 +429,8 @@ TEST_CASE("tile IR verify: arrivals are counted once per block, at the top level
     uniform.kernels[0].body.back() = tir::make_if(iv("n") > 1, {p.kernels[0].body.back()});
     CHECK_NOTHROW(tir::verify(uniform));
     uniform.workspaces[1].zeroed = false;
-    CHECK_THROWS_WITH_AS(tir::verify(uniform), doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
+    CHECK_THROWS_WITH_AS(tir::verify(uniform),
+                         doctest::Contains("arrivals are counted in 'cnt', which is not a zeroed workspace"),
                          InternalError);
     tir::Kernel per_block = p.kernels[0];
     per_block.body.back() = tir::make_if(iv("chunk") > 0, {p.kernels[0].body.back()});
@@ -448,13 +456,14 @@ tir::Kernel cluster_kernel() {
     k.cluster_x = iv("n");
     k.warps = 1;
     k.scalars = {{"chunk", iv("block_x")}, {"g", iv("block_y")}};
-    k.values = {{"v", row_vector(16)}, {"w", row_vector(16)},
+    k.values = {{"v", row_vector(16)},
+                {"w", row_vector(16)},
                 {"v_shared", {DType::F32, 16, 1, tir::Scope::Shared, tir::Layout::SharedRowMajor}}};
-    tir::Block merge = {
-        tir::make_fill("v", 0.0f),
-        tir::make_loop("p", 0, iv("n"), {"v"},
-                       {tir::make_cluster_row_load("w", "v_shared", iv("p"), 0, 1, 0.0f), tir::make_row_map("v", fv("v") + fv("w"))}),
-        tir::make_row_store("v", "out", iv("g"), 1)};
+    tir::Block merge = {tir::make_fill("v", 0.0f),
+                        tir::make_loop("p", 0, iv("n"), {"v"},
+                                       {tir::make_cluster_row_load("w", "v_shared", iv("p"), 0, 1, 0.0f),
+                                        tir::make_row_map("v", fv("v") + fv("w"))}),
+                        tir::make_row_store("v", "out", iv("g"), 1)};
     k.body = {tir::make_row_map("v", Halide::cast<float>(iv("g") * 10 + iv("chunk"))),
               tir::with(tir::make_convert("v_shared", "v"), [](tir::Node &n) { n.valid_rows = 1; }),
               tir::make_cluster_merge(merge, "rank 0 sums the cluster")};
@@ -474,21 +483,21 @@ TEST_CASE("tile IR: a cluster merge runs in rank 0 and reads every block's publi
     for (int g = 0; g < 4; g++) CHECK(out.values[size_t(g)] == 30.0 * g + 3);  // (10 g + 0) + (10 g + 1) + (10 g + 2)
     // A row nobody published is NaN: the merge reads only published rows, or the sum shows it.
     tir::Kernel unpublished = k;
-    unpublished.body[2] = tir::make_cluster_merge({tir::make_fill("v", 0.0f),
-                                                   tir::make_cluster_row_load("w", "v_shared", 2, 0, 2, 0.0f),
-                                                   tir::make_row_map("v", fv("v") + fv("w")),
-                                                   tir::make_row_store("v", "out", iv("g"), 2)});
+    unpublished.body[2] = tir::make_cluster_merge(
+        {tir::make_fill("v", 0.0f), tir::make_cluster_row_load("w", "v_shared", 2, 0, 2, 0.0f),
+         tir::make_row_map("v", fv("v") + fv("w")), tir::make_row_store("v", "out", iv("g"), 2)});
     HostTensor out2 = filled("out", DType::F32, {5}, -1);
     tir::LaunchArgs args2{{{"out", &out2}}, {{"n", 3}}, {}};
     tir::interpret(unpublished, args2);
     CHECK(std::isnan(out2.values[4]));  // the last group's second row
     tir::Kernel past = k;  // a rank outside the cluster, with rows to read
     past.body[2] = tir::make_cluster_merge({tir::make_cluster_row_load("w", "v_shared", 3, 0, 1, 0.0f)});
-    CHECK_THROWS_WITH_AS(tir::interpret(past, args), doctest::Contains("rank 3 is outside the cluster of 3 blocks"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::interpret(past, args), doctest::Contains("rank 3 is outside the cluster of 3 blocks"),
+                         InternalError);
     tir::Kernel uneven = k;  // clusters must divide the grid
     uneven.cluster_x = 2;
-    CHECK_THROWS_WITH_AS(tir::interpret(uneven, args), doctest::Contains("clusters of 2 blocks do not divide the grid's 3"),
-                         InternalError);
+    CHECK_THROWS_WITH_AS(tir::interpret(uneven, args),
+                         doctest::Contains("clusters of 2 blocks do not divide the grid's 3"), InternalError);
 }
 
 TEST_CASE("tile IR verify: cluster merges at the top level of clustered kernels, cluster loads only inside them") {
@@ -496,18 +505,22 @@ TEST_CASE("tile IR verify: cluster merges at the top level of clustered kernels,
     CHECK_NOTHROW(tir::verify(k));
     tir::Kernel unclustered = k;
     unclustered.cluster_x = Expr();
-    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("shared f32 tiles publish state to a cluster"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("shared f32 tiles publish state to a cluster"),
+                         InternalError);
     unclustered.body.erase(unclustered.body.begin() + 1);
-    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("a cluster merge needs a kernel with clusters"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(unclustered), doctest::Contains("a cluster merge needs a kernel with clusters"),
+                         InternalError);
     tir::Kernel nested = k;
     nested.body.back() = tir::make_if(iv("chunk") == 0, {k.body.back()});
-    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("a cluster merge is a top-level statement"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(nested), doctest::Contains("a cluster merge is a top-level statement"),
+                         InternalError);
     tir::Kernel outside = k;  // a cluster load before the blocks published their tiles
     outside.body.insert(outside.body.begin(), tir::make_cluster_row_load("w", "v_shared", 1, 0, 1, 0.0f));
     CHECK_THROWS_WITH_AS(tir::verify(outside), doctest::Contains("only inside a cluster merge"), InternalError);
     tir::Kernel from_register = k;  // cluster loads read shared f32 tiles
     from_register.body.back() = tir::make_cluster_merge({tir::make_cluster_row_load("w", "v", 1, 0, 1, 0.0f)});
-    CHECK_THROWS_WITH_AS(tir::verify(from_register), doctest::Contains("a cluster load reads a shared f32 tile"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(from_register), doctest::Contains("a cluster load reads a shared f32 tile"),
+                         InternalError);
 }
 
 namespace {
@@ -520,10 +533,15 @@ tir::Kernel key_split_kernel() {
     k.tensors = {{"q", DType::F16, false}, {"b", DType::F16, false}, {"c", DType::F32, true}};
     k.grid_x = 1;
     k.warps = 2;
-    k.values = {{"q_s", shared(DType::F16, 16, 16)}, {"q_a", operand(DType::F16, 32, 16)},
-                {"b_s", shared(DType::F16, 32, 16)}, {"acc", accumulator(32, 16)}};
-    k.body = {tir::make_load("q_s", "q", 0, 16, 16, 16), tir::make_load("b_s", "b", 0, 16, 32, 16), tir::make_barrier(),
-              tir::make_convert("q_a", "q_s"), tir::make_fill("acc", 0.0f),
+    k.values = {{"q_s", shared(DType::F16, 16, 16)},
+                {"q_a", operand(DType::F16, 32, 16)},
+                {"b_s", shared(DType::F16, 32, 16)},
+                {"acc", accumulator(32, 16)}};
+    k.body = {tir::make_load("q_s", "q", 0, 16, 16, 16),
+              tir::make_load("b_s", "b", 0, 16, 32, 16),
+              tir::make_barrier(),
+              tir::make_convert("q_a", "q_s"),
+              tir::make_fill("acc", 0.0f),
               tir::with(tir::make_dot("acc", "q_a", "b_s", true), [](tir::Node &n) { n.b_block_rows = 16; }),
               tir::make_store("acc", "c", 0, 16, 32, 16)};
     return k;
@@ -543,14 +561,16 @@ TEST_CASE("tile IR: a key-split dot gives each warp's rows their own slice of b,
         for (int r = 0; r < 16; r++)
             for (int n = 0; n < 16; n++) {
                 double want = 0;
-                for (int d = 0; d < 16; d++) want += q.values[size_t(r * 16 + d)] * b.values[size_t((16 * w + n) * 16 + d)];
+                for (int d = 0; d < 16; d++)
+                    want += q.values[size_t(r * 16 + d)] * b.values[size_t((16 * w + n) * 16 + d)];
                 REQUIRE(std::fabs(c.values[size_t((16 * w + r) * 16 + n)] - want) <= 1e-5 * (1 + std::fabs(want)));
             }
     // b must hold one slice per warp, and only whole 16-row blocks broadcast.
     tir::Kernel short_b = k;
     short_b.values["b_s"] = shared(DType::F16, 16, 16);
     short_b.body[1] = tir::make_load("b_s", "b", 0, 16, 16, 16);
-    CHECK_THROWS_WITH_AS(tir::verify(short_b), doctest::Contains("a key-split dot reads 16 rows of b per warp"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(short_b), doctest::Contains("a key-split dot reads 16 rows of b per warp"),
+                         InternalError);
     tir::Kernel odd = k;
     odd.values["q_s"] = shared(DType::F16, 8, 16);
     CHECK_THROWS_WITH_AS(tir::verify(odd), doctest::Contains("broadcasts whole 16-row blocks"), InternalError);
@@ -558,7 +578,9 @@ TEST_CASE("tile IR: a key-split dot gives each warp's rows their own slice of b,
 
 namespace {
 
-tir::TileType warp_rows(int rows, int cols) { return {DType::F32, rows, cols, tir::Scope::Register, tir::Layout::WarpRows}; }
+tir::TileType warp_rows(int rows, int cols) {
+    return {DType::F32, rows, cols, tir::Scope::Register, tir::Layout::WarpRows};
+}
 tir::TileType warp_row_vector(int rows) {
     return {DType::F32, rows, 1, tir::Scope::Register, tir::Layout::WarpRowVector};
 }
@@ -582,7 +604,8 @@ tir::Kernel warp_rows_merge_kernel() {
 
 }  // namespace
 
-TEST_CASE("tile IR: warp-rows tiles load, map and store f32 rows; maps read one register family; rows 16-byte aligned") {
+TEST_CASE(
+    "tile IR: warp-rows tiles load, map and store f32 rows; maps read one register family; rows 16-byte aligned") {
     const tir::Kernel k = warp_rows_merge_kernel();
     REQUIRE_NOTHROW(tir::verify(k));
     CHECK(tir::to_string(k).find("t: f32[16 x 128] register warp-rows") != std::string::npos);
@@ -603,8 +626,8 @@ TEST_CASE("tile IR: warp-rows tiles load, map and store f32 rows; maps read one 
     tir::Kernel mixed = k;  // an mma-family row vector in a warp-rows map
     mixed.values["w_r"] = row_vector(16);
     mixed.body[2] = tir::make_fill("w_r", 1.0f);
-    CHECK_THROWS_WITH_AS(tir::verify(mixed), doctest::Contains("a map reads values of its destination's register family"),
-                         InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(mixed),
+                         doctest::Contains("a map reads values of its destination's register family"), InternalError);
     CHECK_THROWS_WITH_AS(tir::verify(with_statement(k, tir::make_reduce("w_r", tir::ReduceOp::Max, "t"))),
                          doctest::Contains("a reduction reads an mma-accumulator or operand tile"), InternalError);
     tir::Kernel unaligned = k;  // float4 rows need 16-byte row starts
@@ -617,9 +640,10 @@ TEST_CASE("tile IR: warp-rows tiles load, map and store f32 rows; maps read one 
                          InternalError);
     tir::Kernel two_warps = k;  // one warp's tiles
     two_warps.warps = 2;
-    CHECK_THROWS_WITH_AS(tir::verify(two_warps), doctest::Contains("in a one-warp kernel (this one has 2)"), InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(two_warps), doctest::Contains("in a one-warp kernel (this one has 2)"),
+                         InternalError);
     tir::Kernel dot = matmul_kernel();  // tensor cores read mma fragments only
     dot.values["acc"] = warp_rows(16, 16);
-    CHECK_THROWS_WITH_AS(tir::verify(dot), doctest::Contains("the dot's accumulator must be an f32 mma-accumulator tile"),
-                         InternalError);
+    CHECK_THROWS_WITH_AS(tir::verify(dot),
+                         doctest::Contains("the dot's accumulator must be an f32 mma-accumulator tile"), InternalError);
 }

@@ -32,8 +32,8 @@ Halide::Expr safe_max(const Halide::Expr &row_max);
 /** The inputs of an attention algorithm as Funcs, with their extents, so the
  * same algorithm serves ImageParams (JIT) and Generator inputs (AOT). */
 struct AttentionInputs {
-    Halide::Func q, k, v;        // q(d, i, h, b), k(d, j, hkv, b), v(e, j, hkv, b)
-    Halide::Func slopes;         // slopes(h), f32; only read with ScoreMod::Alibi
+    Halide::Func q, k, v;  // q(d, i, h, b), k(d, j, hkv, b), v(e, j, hkv, b)
+    Halide::Func slopes;  // slopes(h), f32; only read with ScoreMod::Alibi
     Halide::Expr seq_q, seq_kv;  // query rows and keys
     Halide::Expr q_heads, kv_heads, head_dim_qk;
 };

@@ -24,7 +24,8 @@ struct FusionChoice {
  *  LayerNorm: m2 with sum_x (and the matmul, with both) over the columns;
  *  RMSNorm: sum_sq (and the matmul with it) over the columns;
  *  Performer: {kv_sum, k_sum} with k_max over keys, and {num, den} with q_max over features. */
-std::vector<FusedReduction> fuse_operator(const OperatorSpec &spec, const OperatorFuncs &funcs, const FusionChoice &choice);
+std::vector<FusedReduction> fuse_operator(const OperatorSpec &spec, const OperatorFuncs &funcs,
+                                          const FusionChoice &choice);
 
 }  // namespace neptune::algorithms
 

@@ -56,9 +56,7 @@ NEPTUNE_DEVICE_INLINE void load_tile_async(Tile s, const typename Tile::element 
 
 /** Closes the group of cp.async copies this thread has issued since the last commit (possibly
  * empty: committing unconditionally keeps group counting uniform in pipelined loops). */
-NEPTUNE_DEVICE_INLINE void cp_async_commit() {
-    asm volatile("cp.async.commit_group;" : : : "memory");
-}
+NEPTUNE_DEVICE_INLINE void cp_async_commit() { asm volatile("cp.async.commit_group;" : : : "memory"); }
 
 /** Waits until at most N of this thread's committed groups are still in flight. Other threads'
  * copies are visible only after a barrier that follows. */
@@ -75,8 +73,8 @@ struct alignas(16) chunk16 {
 /** load_tile_async's contract with ordinary 16-byte loads and stores, for tiles loaded once (Q in
  * a prefill kernel): the data is there after a barrier, and no commit group is involved. */
 template <int THREADS, class Tile>
-NEPTUNE_DEVICE_INLINE void load_tile_sync(Tile s, const typename Tile::element *g, long long row_stride,
-                                          int valid_rows, int valid_cols) {
+NEPTUNE_DEVICE_INLINE void load_tile_sync(Tile s, const typename Tile::element *g, long long row_stride, int valid_rows,
+                                          int valid_cols) {
     for_each_chunk<THREADS, Tile::rows, Tile::cols>([&](int r, int c) {
         const bool valid = r < valid_rows && c < valid_cols;
         chunk16 x = {0u, 0u, 0u, 0u};

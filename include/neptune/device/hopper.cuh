@@ -27,12 +27,12 @@ struct alignas(64) tensor_map {
 NEPTUNE_DEVICE_INLINE void mbarrier_init(unsigned long long *bar, unsigned arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(smem_address(bar)), "r"(arrivals) : "memory");
 }
-NEPTUNE_DEVICE_INLINE void fence_barrier_init() {
-    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
-}
+NEPTUNE_DEVICE_INLINE void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory"); }
 /** Arrives once and announces `bytes` of copies that will complete on the barrier. */
 NEPTUNE_DEVICE_INLINE void mbarrier_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" : : "r"(smem_address(bar)), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :
+                 : "r"(smem_address(bar)), "r"(bytes)
                  : "memory");
 }
 NEPTUNE_DEVICE_INLINE void mbarrier_arrive(unsigned long long *bar) {
@@ -86,7 +86,8 @@ NEPTUNE_DEVICE_INLINE void tma_prefetch(const tensor_map &map) {
 
 /** Copies the box at element coordinates (c0, c1, c2) of `map` (innermost first) to `dst`, completing
  * `bar`'s transactions; what lies outside the tensor arrives as zeros. */
-NEPTUNE_DEVICE_INLINE void tma_load_3d(void *dst, const tensor_map &map, unsigned long long *bar, int c0, int c1, int c2) {
+NEPTUNE_DEVICE_INLINE void tma_load_3d(void *dst, const tensor_map &map, unsigned long long *bar, int c0, int c1,
+                                       int c2) {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
         :
@@ -105,9 +106,7 @@ NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const
 }
 
 /** Ordinary shared-memory writes made visible to the async proxy (TMA stores, wgmma reads). */
-NEPTUNE_DEVICE_INLINE void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
-}
+NEPTUNE_DEVICE_INLINE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" : : : "memory"); }
 
 // ---- Warp roles ----------------------------------------------------------------------------------
 
@@ -124,12 +123,8 @@ NEPTUNE_DEVICE_INLINE void setmaxnreg_dec() {
 
 // ---- wgmma ---------------------------------------------------------------------------------------
 
-NEPTUNE_DEVICE_INLINE void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;" : : : "memory");
-}
-NEPTUNE_DEVICE_INLINE void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory");
-}
+NEPTUNE_DEVICE_INLINE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" : : : "memory"); }
+NEPTUNE_DEVICE_INLINE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory"); }
 template <int N>
 NEPTUNE_DEVICE_INLINE void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" : : "n"(N) : "memory");
@@ -155,7 +150,8 @@ NEPTUNE_DEVICE_INLINE void fence_registers(a_tile<T, MT, KT> &a) {
 
 /** A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride
  * byte offsets (16-byte units, 14 bits each), swizzle mode 1 in bits 62-63. */
-NEPTUNE_DEVICE_INLINE unsigned long long swizzle128_descriptor(unsigned addr, unsigned leading_bytes, unsigned stride_bytes) {
+NEPTUNE_DEVICE_INLINE unsigned long long swizzle128_descriptor(unsigned addr, unsigned leading_bytes,
+                                                               unsigned stride_bytes) {
     return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
            static_cast<unsigned long long>((leading_bytes >> 4) & 0x3FFF) << 16 |
            static_cast<unsigned long long>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
@@ -167,8 +163,8 @@ NEPTUNE_DEVICE_INLINE unsigned long long swizzle128_descriptor(unsigned addr, un
  * 8-row groups 1024 bytes apart (stride offset), a k16 step 32 bytes further in the 128-byte row,
  * the next 64 columns one column block further. */
 template <typename T, int NT, int RA, int RB, int K>
-NEPTUNE_DEVICE_INLINE void wgmma_abt(acc_tile<1, NT> &c, swizzled_tile<T, RA, K> a, int a_row0, swizzled_tile<T, RB, K> b,
-                                     bool accumulate) {
+NEPTUNE_DEVICE_INLINE void wgmma_abt(acc_tile<1, NT> &c, swizzled_tile<T, RA, K> a, int a_row0,
+                                     swizzled_tile<T, RB, K> b, bool accumulate) {
     static_assert(8 * NT == RB, "wgmma_abt: the accumulator has one column per row of b");
     float(&d)[4 * NT] = reinterpret_cast<float(&)[4 * NT]>(c.v[0]);
     const unsigned a0 = smem_address(a.ptr) + unsigned(a_row0) * 128u, b0 = smem_address(b.ptr);

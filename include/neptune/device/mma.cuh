@@ -39,13 +39,14 @@ NEPTUNE_DEVICE_INLINE void ldmatrix_x2_trans(unsigned (&r)[4], unsigned addr) {
 template <typename T>
 NEPTUNE_DEVICE_INLINE void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
 // The element types differ only in the instruction's type suffix.
-#define NEPTUNE_MMA_M16N8K16(T)                                                                                    \
-    template <>                                                                                                    \
-    NEPTUNE_DEVICE_INLINE void mma_m16n8k16<T>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { \
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." #T "." #T ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "         \
-            "{%8, %9}, {%0, %1, %2, %3};"                                                                          \
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                       \
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                       \
+#define NEPTUNE_MMA_M16N8K16(T)                                                                                 \
+    template <>                                                                                                 \
+    NEPTUNE_DEVICE_INLINE void mma_m16n8k16<T>(float(&d)[4], const unsigned(&a)[4], unsigned b0, unsigned b1) { \
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." #T "." #T                                                  \
+            ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "                                                         \
+            "{%8, %9}, {%0, %1, %2, %3};"                                                                       \
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                    \
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                    \
     }
 NEPTUNE_MMA_M16N8K16(f16)
 NEPTUNE_MMA_M16N8K16(bf16)
@@ -65,8 +66,10 @@ NEPTUNE_DEVICE_INLINE void mma_smem_b(acc_tile<MT, NT> &c, const a_tile<T, MT, K
             unsigned f[4];
             const unsigned at = addr(k, n);
             const bool pair = n + 1 < NT;
-            if (pair) TRANS ? ldmatrix_x4_trans(f, at) : ldmatrix_x4(f, at);
-            else TRANS ? ldmatrix_x2_trans(f, at) : ldmatrix_x2(f, at);
+            if (pair)
+                TRANS ? ldmatrix_x4_trans(f, at) : ldmatrix_x4(f, at);
+            else
+                TRANS ? ldmatrix_x2_trans(f, at) : ldmatrix_x2(f, at);
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
                 mma_m16n8k16<T>(c.v[m][n], a.v[m][k], f[0], f[1]);
@@ -142,11 +145,13 @@ NEPTUNE_DEVICE_INLINE void load_a(a_tile<T, MT, KT> &a, swizzled_tile<T, R, C> s
 
 /** b_row0: any row. */
 template <typename T, int MT, int NT, int KT, int R, int C>
-NEPTUNE_DEVICE_INLINE void mma_abt(acc_tile<MT, NT> &c, const a_tile<T, MT, KT> &a, swizzled_tile<T, R, C> b, int b_row0) {
+NEPTUNE_DEVICE_INLINE void mma_abt(acc_tile<MT, NT> &c, const a_tile<T, MT, KT> &a, swizzled_tile<T, R, C> b,
+                                   int b_row0) {
     static_assert(8 * NT <= R && 16 * KT <= C, "mma_abt: b is smaller than 8 NT x 16 KT");
     const int l = lane_id(), row = b_row0 + (l & 7) + ((l >> 4) << 3);  // matrix q: tile +q / 2, k half q % 2
     const unsigned base = smem_address(b.ptr) + static_cast<unsigned>(row) * 128u, key = swizzle_key(row, (l >> 3) & 1);
-    mma_smem_b<false>(c, a, [=](int k, int n) { return base + n * 8 * 128 + (k >> 2) * R * 128 + (key ^ ((2 * k & 7) << 4)); });
+    mma_smem_b<false>(
+        c, a, [=](int k, int n) { return base + n * 8 * 128 + (k >> 2) * R * 128 + (key ^ ((2 * k & 7) << 4)); });
 }
 
 /** b_row0: any row; b_col0: a multiple of 64 (a whole column block). */
@@ -157,7 +162,8 @@ NEPTUNE_DEVICE_INLINE void mma_ab(acc_tile<MT, NT> &c, const a_tile<T, MT, KT> &
     const int l = lane_id(), row = b_row0 + (l & 15);  // matrix q: k half q % 2, tile +q / 2
     const unsigned base = smem_address(b.ptr) + static_cast<unsigned>((b_col0 >> 6) * R + row) * 128u,
                    key = swizzle_key(row, l >> 4);
-    mma_smem_b<true>(c, a, [=](int k, int n) { return base + k * 16 * 128 + (n >> 3) * R * 128 + (key ^ ((n & 7) << 4)); });
+    mma_smem_b<true>(c, a,
+                     [=](int k, int n) { return base + k * 16 * 128 + (n >> 3) * R * 128 + (key ^ ((n & 7) << 4)); });
 }
 
 /** a = c converted to T (round to nearest even). The m16n8 accumulators 2k and 2k + 1 hold, lane

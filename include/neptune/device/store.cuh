@@ -37,8 +37,10 @@ NEPTUNE_DEVICE_INLINE void store_acc(T *g, long long row_stride, const acc_tile<
                                      int valid_cols) {
     for_each_valid_pair(c, row0, valid_rows, valid_cols, [&](int row, int col, float x0, float x1, bool both) {
         T *p = g + row * row_stride + col;
-        if (both) *reinterpret_cast<unsigned *>(p) = pack2<T>(x0, x1);
-        else *p = from_float<T>(x0);
+        if (both)
+            *reinterpret_cast<unsigned *>(p) = pack2<T>(x0, x1);
+        else
+            *p = from_float<T>(x0);
     });
 }
 
@@ -52,8 +54,10 @@ NEPTUNE_DEVICE_INLINE void store_acc_f32(float *g, long long row_stride, const a
     };
     for_each_valid_pair(c, row0, valid_rows, valid_cols, [&](int row, int col, float x0, float x1, bool both) {
         float *p = g + row * row_stride + col;
-        if (both) *reinterpret_cast<pair *>(p) = pair{x0, x1};
-        else *p = x0;
+        if (both)
+            *reinterpret_cast<pair *>(p) = pair{x0, x1};
+        else
+            *p = x0;
     });
 }
 

@@ -60,13 +60,9 @@ struct a_tile {
 };
 
 /** The warp-relative row of register i (or row-vector half i / 2) of m16 tile mt. */
-NEPTUNE_DEVICE_INLINE int frag_row(int mt, int i) {
-    return 16 * mt + (lane_id() >> 2) + 8 * (i >> 1);
-}
+NEPTUNE_DEVICE_INLINE int frag_row(int mt, int i) { return 16 * mt + (lane_id() >> 2) + 8 * (i >> 1); }
 /** The column of register i of n8 tile nt. */
-NEPTUNE_DEVICE_INLINE int frag_col(int nt, int i) {
-    return 8 * nt + 2 * (lane_id() & 3) + (i & 1);
-}
+NEPTUNE_DEVICE_INLINE int frag_col(int nt, int i) { return 8 * nt + 2 * (lane_id() & 3) + (i & 1); }
 
 // ---- Fill and copy -------------------------------------------------------------------------------
 

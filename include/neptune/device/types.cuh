@@ -63,9 +63,7 @@ NEPTUNE_DEVICE_INLINE float to_float(f16 x) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x.bits));
     return r;
 }
-NEPTUNE_DEVICE_INLINE float to_float(bf16 x) {
-    return __uint_as_float(static_cast<unsigned>(x.bits) << 16);
-}
+NEPTUNE_DEVICE_INLINE float to_float(bf16 x) { return __uint_as_float(static_cast<unsigned>(x.bits) << 16); }
 
 /** Two f32 -> a packed pair of T, `lo` in bits 0..15: the order of a fragment register, whose
  * lower half holds the element of lower column index. (cvt.rn.*x2.f32 puts its first source in
@@ -86,9 +84,7 @@ NEPTUNE_DEVICE_INLINE unsigned pack2<bf16>(float lo, float hi) {
 }
 
 /** -infinity, the identity of max and the score of a masked element. */
-NEPTUNE_DEVICE_INLINE float neg_inf() {
-    return __int_as_float(static_cast<int>(0xff800000u));
-}
+NEPTUNE_DEVICE_INLINE float neg_inf() { return __int_as_float(static_cast<int>(0xff800000u)); }
 
 /** 2^x by the SFU (ex2.approx.ftz: about 2 ulp, subnormals flushed; 2^-inf = +0). Softmax
  * kernels fold log2(e) into the score scale so that this is their only transcendental. */
@@ -122,22 +118,16 @@ NEPTUNE_DEVICE_INLINE int mod_euclid(int a, int b) {
 
 // ---- Warp and CTA helpers ------------------------------------------------------------------------
 
-NEPTUNE_DEVICE_INLINE int warp_id() {
-    return static_cast<int>(threadIdx.x) >> 5;
-}
+NEPTUNE_DEVICE_INLINE int warp_id() { return static_cast<int>(threadIdx.x) >> 5; }
 /** The device's SM count as the hardware numbers them (%nsmid: at least the SMs present). */
 NEPTUNE_DEVICE_INLINE int sm_count() {
     unsigned n;
     asm("mov.u32 %0, %%nsmid;" : "=r"(n));
     return static_cast<int>(n);
 }
-NEPTUNE_DEVICE_INLINE int lane_id() {
-    return static_cast<int>(threadIdx.x) & 31;
-}
+NEPTUNE_DEVICE_INLINE int lane_id() { return static_cast<int>(threadIdx.x) & 31; }
 /** All threads of the CTA (__syncthreads). */
-NEPTUNE_DEVICE_INLINE void barrier() {
-    __syncthreads();
-}
+NEPTUNE_DEVICE_INLINE void barrier() { __syncthreads(); }
 /** Hardware barrier `id` (1..15; 0 is barrier()'s) among `threads` threads, a multiple of 32:
  * lets a subset of the warps (a warpgroup, the consumers) synchronise without the others. */
 NEPTUNE_DEVICE_INLINE void named_barrier(int id, int threads) {
@@ -182,9 +172,7 @@ struct smem_tile {
 
     T *ptr;
 
-    NEPTUNE_DEVICE_INLINE T *at(int r, int c) const {
-        return ptr + r * pitch + c;
-    }
+    NEPTUNE_DEVICE_INLINE T *at(int r, int c) const { return ptr + r * pitch + c; }
 };
 
 /** A ROWS x COLS tile of 16-bit T in the layout TMA's 128-byte swizzle writes and wgmma descriptors

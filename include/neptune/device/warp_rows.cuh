@@ -58,8 +58,10 @@ enum class Load { Global, Generic };
 
 template <Load L, typename T>
 NEPTUNE_DEVICE_INLINE T load_from(const T *p) {
-    if constexpr (L == Load::Global) return __ldcg(p);
-    else return *p;
+    if constexpr (L == Load::Global)
+        return __ldcg(p);
+    else
+        return *p;
 }
 
 /** Rows [row0, row0 + R) of g (f32, row_stride apart) into t: row row0 + r and column c where
@@ -113,8 +115,10 @@ NEPTUNE_DEVICE_INLINE void store_warp_rows(T *g, long long row_stride, const war
                         *reinterpret_cast<float2 *>(row + c) = make_float2(x0, x1);
                     }
                 } else if (c < valid_cols) {
-                    if constexpr (is_element<T>::value) row[c] = from_float<T>(x0);
-                    else row[c] = x0;
+                    if constexpr (is_element<T>::value)
+                        row[c] = from_float<T>(x0);
+                    else
+                        row[c] = x0;
                 }
             }
     }

@@ -39,16 +39,16 @@ void *neptune_halide_set_stream(void *stream);
 
 /** One call of an extern stage, after the stage has filled the bounds of query buffers. */
 typedef struct neptune_halide_trace_event {
-    const char *stage;       /* the fused group's output Func */
-    int bounds_query;        /* 1: a bounds query (no work done), 0: a run */
-    int result;              /* what the stage returns to Halide: 0 or a halide_error_code_t */
-    int num_buffers;         /* inputs, then outputs, as the stage's descriptor lists them */
+    const char *stage; /* the fused group's output Func */
+    int bounds_query; /* 1: a bounds query (no work done), 0: a run */
+    int result; /* what the stage returns to Halide: 0 or a halide_error_code_t */
+    int num_buffers; /* inputs, then outputs, as the stage's descriptor lists them */
     struct halide_buffer_t *const *buffers;
     const char *const *buffer_names;
-    const int32_t *scalars;  /* the problem's extents (batch, heads, sequences) ... */
+    const int32_t *scalars; /* the problem's extents (batch, heads, sequences) ... */
     const char *const *scalar_names;
     int num_scalars;
-    const char *kernel_set;  /* runs: the set launched, e.g. "sm_80 (sm_80,compute_90)"; queries: "" */
+    const char *kernel_set; /* runs: the set launched, e.g. "sm_80 (sm_80,compute_90)"; queries: "" */
 } neptune_halide_trace_event;
 
 typedef void (*neptune_halide_trace_fn)(const neptune_halide_trace_event *event);

@@ -13,11 +13,11 @@ extern "C" {
 /** Every function returns NEPTUNE_OK or one of these negative codes; neptune_last_error() says why. */
 enum neptune_status {
     NEPTUNE_OK = 0,
-    NEPTUNE_ERROR_NO_DRIVER = -1,        /* libcuda.so.1 cannot be opened (or lacks an entry point) */
-    NEPTUNE_ERROR_NO_DEVICE = -2,        /* the driver sees no CUDA device */
-    NEPTUNE_ERROR_CUDA = -3,             /* a driver call failed; the message names it and its error */
+    NEPTUNE_ERROR_NO_DRIVER = -1, /* libcuda.so.1 cannot be opened (or lacks an entry point) */
+    NEPTUNE_ERROR_NO_DEVICE = -2, /* the driver sees no CUDA device */
+    NEPTUNE_ERROR_CUDA = -3, /* a driver call failed; the message names it and its error */
     NEPTUNE_ERROR_INVALID_ARGUMENT = -4, /* null pointer, zero size, unknown kernel name, too much shared memory */
-    NEPTUNE_ERROR_COMPILE = -5           /* NVRTC or nvcc rejected a kernel */
+    NEPTUNE_ERROR_COMPILE = -5 /* NVRTC or nvcc rejected a kernel */
 };
 
 /** The message of the calling thread's last failure (never NULL; "" before any failure). It names the
@@ -82,8 +82,8 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
 /** neptune_launch in thread block clusters of cluster[0] x cluster[1] x cluster[2] blocks (sm_90),
  * which must divide the grid; 1 x 1 x 1 is a plain launch. A cluster the device cannot place (too
  * many blocks, too much shared memory for one GPC) is a CUDA error naming the kernel. */
-int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
-                           unsigned dynamic_smem_bytes, void *stream, void **args);
+int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3],
+                           const unsigned cluster[3], unsigned dynamic_smem_bytes, void *stream, void **args);
 
 /** Encodes a TMA descriptor (a CUtensorMap: 128 bytes at `map`, 64-byte aligned) for a 3-D tensor of
  * 16-bit elements at device address `base`: dims[0] contiguous elements per row, dims[1] rows per
