@@ -1,4 +1,4 @@
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 
 #include <cstdio>
 #include <mutex>
@@ -9,7 +9,7 @@
 #include "neptune/Error.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace neptune {
 
