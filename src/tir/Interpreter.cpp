@@ -586,10 +586,8 @@ private:
         for (int m = 0; m < acc.type.rows; m++)
             for (int n = 0; n < acc.type.cols; n++) {
                 float sum = 0;
-                const int b0 = (m / 16) * s->b_block_rows;  // key-split: this warp's slice of b
                 for (int kk = 0; kk < depth; kk++) {
-                    const float y =
-                        s->transpose_b ? b.data[size_t((b0 + n) * bcols + kk)] : b.data[size_t((b0 + kk) * bcols + n)];
+                    const float y = s->transpose_b ? b.data[size_t(n * bcols + kk)] : b.data[size_t(kk * bcols + n)];
                     sum += a.data[size_t(m * depth + kk)] * y;
                 }
                 float &d = acc.data[size_t(m * acc.type.cols + n)];
