@@ -184,17 +184,17 @@ int main() {
         //         acc = fill(0)
         //         row_sum = fill(0)
         //         for p in [0, (chunks + 3) / 4 * 4) carrying row_max, acc, row_sum unrolled x4 {
-        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid select(p < chunks * 1, r_valid - strip * 4, 0)] else -inf
-        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid select(p < chunks * 1, r_valid - strip * 4, 0) x 64]
+        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid select(p < chunks, r_valid - strip * 4, 0)] else -inf
+        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid select(p < chunks, r_valid - strip * 4, 0) x 64]
         //           row_sum_p = row_load ws_row_sum[base: strip * 4 + n_rows * p + r0, stride 1, valid select(...)] else 0
         //           row_max_new = row_map(max(row_max, row_max_p))
         //           acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
         //           acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
-        //           acc = map(select(p < chunks * 1, acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale), acc))
+        //           acc = map(select(p < chunks, acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale), acc))
         //           row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
         //                                 + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
-        //           row_max = row_map(select(p < chunks * 1, row_max_new, row_max))
-        //           row_sum = row_map(select(p < chunks * 1, row_sum_new, row_sum))
+        //           row_max = row_map(select(p < chunks, row_max_new, row_max))
+        //           row_sum = row_map(select(p < chunks, row_sum_new, row_sum))
         //         }
         //         o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
         //         store out[base: (strip * 4 + r0) * 64, stride 64, valid r_valid - strip * 4 x 64] = o_out

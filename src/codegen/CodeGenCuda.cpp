@@ -692,12 +692,7 @@ private:
                 break;
             }
             if (src.scope == Scope::Shared) {
-                // A broadcast source (fewer rows than the warps hold) repeats every src.rows / 16 warps.
-                const int blocks = src.rows / 16;
-                const std::string row0 = src.rows == k_.values.at(n.dst).rows ? "16 * warp"
-                                         : blocks == 1                        ? "0"
-                                                       : "16 * (warp % " + std::to_string(blocks) + ")";
-                line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", " + row0 + ");");
+                line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", 16 * warp);");
             } else {
                 line("nd::acc_to_a(" + ident(n.dst) + ", " + ident(n.src) + ");");
             }

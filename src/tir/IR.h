@@ -172,8 +172,7 @@ using Block = std::vector<Stmt>;
  *             a (a register A operand, or a shared tile for wgmma) and b hold f16/bf16 values, products
  *             and sums in f32.
  *  Convert    dst = src: shared -> MMA operand (same values), or f32 accumulator -> f16/bf16 MMA operand
- *             (rounded to nearest even): how P reaches the second MMA. A shared tile of fewer rows than
- *             dst is broadcast: dst[r][c] = src[r % src.rows][c] (every warp reads the same query rows).
+ *             (rounded to nearest even): how P reaches the second MMA.
  *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier, Release
  *             (src: the tile): no value; Release lets the producer refill the buffer.
  *  Asynchronous dots (async = true, wgmma) take effect at once in these semantics; the program must

@@ -632,12 +632,11 @@ private:
         case NodeKind::Convert: {
             Value &dst = values_.at(s->dst);
             const Value &src = values_.at(s->src);
-            // A shared tile of fewer rows is broadcast to every block of its rows (src.data.size() divides).
             // With valid_rows (a block publishing its state), rows past it stay as they were.
             const size_t n = s->valid_rows.defined()
                                  ? size_t(clamp(index(s->valid_rows), dst.type.rows)) * size_t(dst.type.cols)
                                  : dst.data.size();
-            for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i % src.data.size()]);
+            for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i]);
             break;
         }
         case NodeKind::CarriedLoop: loop(s); break;

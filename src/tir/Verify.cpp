@@ -260,12 +260,7 @@ private:
                  "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
                  "f32 mma-accumulator to an f16/bf16 mma-operand-a tile; not " +
                      src.str() + " -> " + dst.str());
-        // Staged rows may be broadcast: a 16-row shared tile feeds every warp's A operand.
-        const bool broadcast =
-            staged && src.cols == dst.cols && src.rows % 16 == 0 && src.rows < dst.rows && dst.rows % src.rows == 0;
-        if (!same_shape(src, dst) && !broadcast)
-            fail(s, "a convert keeps the shape (or broadcasts whole 16-row blocks of a shared tile): " + shape(src) +
-                        " -> " + shape(dst));
+        if (!same_shape(src, dst)) fail(s, "a convert keeps the shape: " + shape(src) + " -> " + shape(dst));
     }
 
     void row_io(const Stmt &s) {

@@ -470,9 +470,9 @@ TEST_CASE(
         const std::string listing = tir::to_string(p);
         CHECK(listing.find("for strip in [0, (min(r_valid, 16) + 3) / 4) {") != std::string::npos);
         // (unroll_chunk_loops pads the chunk loop: past the last chunk, a load has no rows)
-        CHECK(listing.find(
-                  "load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks * 1, "
-                  "r_valid - strip * 4, 0) x 128]") != std::string::npos);
+        CHECK(
+            listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks, "
+                         "r_valid - strip * 4, 0) x 128]") != std::string::npos);
         CHECK(listing.find(
                   std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
                   ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) != std::string::npos);

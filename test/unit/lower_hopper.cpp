@@ -164,7 +164,7 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
         const std::string listing = to_string(k);
         CHECK(contains(listing,
                        "k_s = load k[plane b * kv_heads + hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
-        CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 64 B"));
+        CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 128 B"));
         // The emitted loop waits for this iteration's copy, then thread 0 refills the previous buffer.
         const std::string src = internal::emit_cuda(p);
         INFO(src);
