@@ -4,7 +4,7 @@
  * What Neptune's generators share: the element-type and backend parameters, inputs and outputs
  * declared from an operator's tensors (neptune/Operators.h), and the ways an operator is compiled
  * into the library:
- *   gpu      attention: Neptune's kernels as an extern stage (neptune/Compile.h);
+ *   gpu      attention: Neptune's kernels as an extern stage (neptune/GpuPipeline.h);
  *            other families: the fused CPU form scheduled for Halide's CUDA backend;
  *   host     the fused CPU form for the host (checkable on any machine);
  *   unfused  attention: the plain algorithm, no directive, on Halide's CUDA backend (every reduction
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "Halide.h"
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 #include "neptune/Error.h"
 #include "neptune/Operators.h"
 

@@ -6,7 +6,7 @@
 // slopes [Hq] with ALiBi; output out [B, Hq, Sq, Dv]. Batch, heads and sequence lengths are run-time
 // extents; the head dims are compile-time (the kernels are specialised for them).
 #include "GeneratorSupport.h"
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
 #include "neptune/algorithms/Algorithms.h"

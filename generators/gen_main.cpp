@@ -15,8 +15,8 @@
 #include <string>
 
 #include "Halide.h"
-#include "neptune/Compile.h"
-#include "runtime/Compile.h"
+#include "neptune/GpuPipeline.h"
+#include "neptune/CompileCuda.h"
 
 namespace {
 

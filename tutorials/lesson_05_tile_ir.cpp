@@ -7,16 +7,18 @@
 // the program it gets, and runs it in the tile-IR interpreter against the fp64 reference: the tile
 // lowering is checked on the CPU before any GPU sees it.
 //
+// This lesson shows the compiler's internals: it reads them through the inspection header
+// (include/neptune/Inspect.h), whose listings are for reading and change with the lowering.
+//
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_05_tile_ir
 //   build/tutorials/lesson_05_tile_ir
 #include <cstdio>
 #include <string>
 
-#include "lower/LowerOperator.h"
 #include "neptune/HostTensor.h"
+#include "neptune/Inspect.h"
 #include "neptune/reference/Reference.h"
-#include "tir/Interpreter.h"
 
 using namespace neptune;
 
@@ -32,11 +34,10 @@ int main() {
     // applies Neptune's schedule (fuse_reduction({acc, row_sum}, kv).rolling_update(32)), and runs
     // the lowering passes of src/lower/Lower.cpp, in order: build the tile program, skip masked
     // tiles, hoist row-invariant work, pipeline the loads, plan shared memory.
-    internal::LoweringChoices choices;
+    inspect::TileOptions choices;
     choices.block_n = 32;
-    choices.chunks = 1;
-    const internal::OperatorLowering lowered = internal::lower_operator(inst, choices);
-    const std::string text = tir::to_string(lowered.program);
+    const inspect::TileProgram lowered = inspect::lower_operator(inst, choices);
+    const std::string text = lowered.text();
     {
         // The whole program reads like the online-softmax recurrence. Things to find in it:
         //  - `for j in [0, min(...))`: the KV loop; its upper bound comes from the causal mask
@@ -64,11 +65,10 @@ int main() {
     std::vector<HostTensor> in = make_inputs(inst, 11, InputStyle::RisingScores);
     std::vector<HostTensor> out = make_outputs(inst);
     for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);
-    tir::LaunchArgs args;
-    for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
-    for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
-    args.ints = lowered.ints;
-    tir::interpret(lowered.program, args);
+    std::vector<HostTensor *> tensors;
+    for (HostTensor &t : in) tensors.push_back(&t);
+    for (HostTensor &t : out) tensors.push_back(&t);
+    lowered.interpret(tensors, lowered.ints());
 
     // The fp64 reference (plain loops, src/reference/) is the judge.
     const std::vector<HostTensor> ref = reference::compute(inst, in);

@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <string>
 
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/Check.h"
 #include "neptune/reference/Reference.h"
 

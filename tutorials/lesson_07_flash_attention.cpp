@@ -14,6 +14,10 @@
 // tile program (what one thread block does), that program in the tile-IR interpreter against the
 // fp64 reference, and, when this machine has a GPU, the CUDA kernel the same program becomes.
 //
+// This lesson shows the compiler's internals (the tile program and its interpreter): it reads them
+// through the inspection header (include/neptune/Inspect.h), whose listings are for reading and
+// change with the lowering.
+//
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_07_flash_attention
 //   build/tutorials/lesson_07_flash_attention
@@ -23,13 +27,12 @@
 #include <string>
 
 #include "Halide.h"
-#include "gpu/GpuOperator.h"
-#include "lower/Lower.h"
 #include "neptune/Directives.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/HalideCpu.h"
+#include "neptune/Inspect.h"
 #include "neptune/algorithms/Algorithms.h"
 #include "neptune/reference/Reference.h"
-#include "tir/Interpreter.h"
 
 using namespace neptune;
 
@@ -121,11 +124,10 @@ int main() {
         // src/lower/Lower.cpp for mma.sync-class GPUs (sm_80, also run on Hopper). A block owns 64
         // query rows (4 warps of 16) of one (batch, head) and walks the key tiles; the excerpt below
         // keeps the lines that are the recurrence.
-        internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, 64, 64,
-                                                                    /*decode*/ false, /*group*/ 1);
+        inspect::TileOptions lo;
         lo.block_n = 64;  // the tile of rolling_update
-        const tir::Program program = internal::lower_to_tiles(group.plan(), funcs.outputs, lo);
-        const std::string text = tir::to_string(program);
+        const inspect::TileProgram program = inspect::lower_group(group, funcs.outputs, spec, lo);
+        const std::string text = program.text();
         std::printf("%s", lines_with(text, {"for j in", "row_max_new = max", "acc_scale =", "acc += dot",
                                             "row_sum_new =", "o_out = map"})
                               .c_str());
@@ -146,11 +148,11 @@ int main() {
         // Run it on the CPU, every block of the grid, with the semantics the CUDA emitter implements
         // (probabilities rounded to f16 before the dot with V, as the tensor cores take them).
         std::vector<HostTensor> in = inputs, out = make_outputs(inst);
-        tir::LaunchArgs args;
-        for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
-        for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
-        args.ints = {{"batch", inst.batch}, {"q_heads", 2}, {"kv_heads", 2}, {"seq_q", 150}, {"seq_kv", 150}};
-        tir::interpret(program, args);
+        std::vector<HostTensor *> tensors;
+        for (HostTensor &t : in) tensors.push_back(&t);
+        for (HostTensor &t : out) tensors.push_back(&t);
+        program.interpret(tensors,
+                          {{"batch", inst.batch}, {"q_heads", 2}, {"kv_heads", 2}, {"seq_q", 150}, {"seq_kv", 150}});
         const ErrorStats e = compare(out[0].values, ref[0].values);
         std::printf("tile program (interpreter) vs fp64: relative RMS %.1e\n", e.rel_rms());
         // Prints: tile program (interpreter) vs fp64: relative RMS 1.3e-04

@@ -16,6 +16,10 @@
 // forms in the interpreter with a few chunk counts (including more chunks than tiles), and on a GPU
 // runs the CUDA kernel.
 //
+// This lesson shows the compiler's internals (the tile program and its interpreter): it reads them
+// through the inspection header (include/neptune/Inspect.h), whose listings are for reading and
+// change with the lowering.
+//
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_08_flash_decoding
 //   build/tutorials/lesson_08_flash_decoding
@@ -25,17 +29,14 @@
 #include <string>
 
 #include "Halide.h"
-#include "core/SplitChunks.h"
-#include "gpu/GpuOperator.h"
-#include "lower/Lower.h"
 #include "neptune/Directives.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/HalideCpu.h"
+#include "neptune/Inspect.h"
 #include "neptune/algorithms/Algorithms.h"
 #include "neptune/reference/Reference.h"
-#include "tir/Interpreter.h"
 
 using namespace neptune;
-namespace HI = Halide::Internal;
 
 namespace {
 
@@ -54,47 +55,47 @@ OperatorSpec small_decode() {
 // `fold`: the combine runs in the partial kernel (the default) rather than as a second kernel.
 struct Lowered {
     FusedReduction group;
-    tir::Program program;
+    inspect::TileProgram program;
 };
 Lowered lower_decode(const OperatorSpec &spec, int chunks, bool fold) {
     algorithms::OperatorFuncs funcs = algorithms::build(spec);
     FusedReduction group =
         fuse_reduction({funcs.stage("acc"), funcs.stage("row_sum")}, Halide::RVar(funcs.rdoms.at("kv").x))
             .split_k_update(chunks, 32);
-    const AttentionSpec &a = spec.attention;
-    internal::LowerOptions lo = internal::default_lower_options(internal::GpuArch::Sm80, spec.dtype, a.head_dim_qk,
-                                                                a.head_dim_v, /*decode*/ true, a.q_heads / a.kv_heads);
+    inspect::TileOptions lo;
     lo.block_n = 32;
     lo.fold_combine = fold;
-    return {group, internal::lower_to_tiles(group.plan(), funcs.outputs, lo)};
+    return {group, inspect::lower_group(group, funcs.outputs, spec, lo)};
 }
 
 // Runs `p` in the tile-IR interpreter; the workspaces (the partial states between the two kernels)
-// are the caller's to allocate, as on the GPU, sized by their element-count expressions.
-std::vector<HostTensor> interpret(const tir::Program &p, const OperatorInstance &inst, std::vector<HostTensor> in,
-                                  int chunks) {
-    tir::LaunchArgs args;
-    args.ints = {{"batch", inst.batch},
-                 {"q_heads", inst.spec.attention.q_heads},
-                 {"kv_heads", inst.spec.attention.kv_heads},
-                 {"seq_q", 1},
-                 {"seq_kv", inst.seq},
-                 {"chunks", chunks},
-                 // chunk c takes tiles c, c + chunks, ...; 0 would give each chunk a run of tiles
-                 {"interleave", 1}};
-    std::vector<HostTensor> out = make_outputs(inst), ws;
-    ws.reserve(p.workspaces.size());
-    for (const tir::Workspace &w : p.workspaces) {
-        std::map<std::string, Halide::Expr> vars;
-        for (const auto &[name, v] : args.ints) vars[name] = Halide::Expr(int(v));
-        const int64_t n = HI::simplify(HI::substitute(vars, w.elements)).as<HI::IntImm>()->value;
-        ws.emplace_back(TensorDesc{w.name, DType::F32, {n}});
-    }
-    for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
-    for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
-    for (HostTensor &t : ws) args.tensors[t.desc.name] = &t;
-    tir::interpret(p, args);
+// are allocated there, as a launcher does on the GPU, sized by the int parameters.
+std::vector<HostTensor> interpret(const inspect::TileProgram &p, const OperatorInstance &inst,
+                                  std::vector<HostTensor> in, int chunks) {
+    const std::map<std::string, int64_t> ints = {
+        {"batch", inst.batch},
+        {"q_heads", inst.spec.attention.q_heads},
+        {"kv_heads", inst.spec.attention.kv_heads},
+        {"seq_q", 1},
+        {"seq_kv", inst.seq},
+        {"chunks", chunks},
+        // chunk c takes tiles c, c + chunks, ...; 0 would give each chunk a run of tiles
+        {"interleave", 1}};
+    std::vector<HostTensor> out = make_outputs(inst);
+    std::vector<HostTensor *> tensors;
+    for (HostTensor &t : in) tensors.push_back(&t);
+    for (HostTensor &t : out) tensors.push_back(&t);
+    p.interpret(tensors, ints);
     return out;
+}
+
+// The first line of `text` that contains `key`, without its indentation ("" if none).
+std::string line_with(const std::string &text, const std::string &key) {
+    const size_t at = text.find(key);
+    if (at == std::string::npos) return "";
+    const size_t b = text.rfind('\n', at) + 1, e = text.find('\n', at);
+    const std::string line = text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    return line.substr(line.find_first_not_of(' '));
 }
 
 // The kernel called `name` of `text` (a printed program), from its header to the next kernel.
@@ -133,11 +134,11 @@ int main() {
     // per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
     const int resident =
-        internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);
-    const int chunks = internal::split_k_chunks(2, 5000, 32, sms, resident);
+        inspect::resident_blocks(lower_decode(spec, 1, true).program.kernels().at(0).shared_bytes, max_shared);
+    const int chunks = inspect::split_k_chunks(2, 5000, 32, sms, resident);
     std::printf(
         "chunks for 2 blocks over 157 tiles on %d SMs: %d; for decode_gqa at 1,8192 (8 blocks, 256 tiles): %d\n", sms,
-        chunks, internal::split_k_chunks(8, 8192, 32, sms, resident));
+        chunks, inspect::split_k_chunks(8, 8192, 32, sms, resident));
     // Prints: chunks for 2 blocks over 157 tiles on 132 SMs: 13; for decode_gqa at 1,8192 (8 blocks, 256 tiles): 16
     ok = ok && chunks == 13;
 
@@ -167,9 +168,10 @@ int main() {
         // combine kernel reads them back in one pass over the chunks, merging each chunk's state into
         // running ones the way lesson 7's loop merges a tile: the max first, then acc and row_sum,
         // each repaired from its old max to the new one and the chunk's from the chunk's max to it.
-        const std::string text = tir::to_string(l.program);
-        for (const tir::Kernel &k : l.program.kernels) std::printf("kernel %s, %d warps\n", k.name.c_str(), k.warps);
-        for (const tir::Workspace &w : l.program.workspaces) std::printf("workspace %s\n", w.name.c_str());
+        const std::string text = l.program.text();
+        for (const inspect::KernelSummary &k : l.program.kernels())
+            std::printf("kernel %s, %d warps\n", k.name.c_str(), k.warps);
+        for (const inspect::WorkspaceSummary &w : l.program.workspaces()) std::printf("workspace %s\n", w.name.c_str());
         const std::string combine = kernel_text(text, "neptune_split_k_combine");
         std::printf("%s\n", combine.substr(combine.find("  body:")).c_str());
         // Prints (the guards select(x == -inf, 0, x) abridged to safe(x)):
@@ -184,17 +186,17 @@ int main() {
         //         acc = fill(0)
         //         row_sum = fill(0)
         //         for p in [0, (chunks + 3) / 4 * 4) carrying row_max, acc, row_sum unrolled x4 {
-        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid select(p < chunks * 1, r_valid - strip * 4, 0)] else -inf
-        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid select(p < chunks * 1, r_valid - strip * 4, 0) x 64]
+        //           row_max_p = row_load ws_row_max[base: strip * 4 + n_rows * p + r0, stride 1, valid select(p < chunks, r_valid - strip * 4, 0)] else -inf
+        //           acc_p = load ws_acc[base: (strip * 4 + n_rows * p + r0) * 64, stride 64, valid select(p < chunks, r_valid - strip * 4, 0) x 64]
         //           row_sum_p = row_load ws_row_sum[base: strip * 4 + n_rows * p + r0, stride 1, valid select(...)] else 0
         //           row_max_new = row_map(max(row_max, row_max_p))
         //           acc_scale = row_map(min(exp(safe(row_max) - safe(row_max_new)), 3.4e+38))  // repair of acc
         //           acc_p_scale = row_map(exp(safe(row_max_p) - safe(row_max_new)))  // repair of chunk p
-        //           acc = map(select(p < chunks * 1, acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale), acc))
+        //           acc = map(select(p < chunks, acc * acc_scale + select(acc_p == 0, 0, acc_p * acc_p_scale), acc))
         //           row_sum_new = row_map(select(row_sum == 0, row_sum, row_sum * exp(...))
         //                                 + select(row_sum_p == 0, row_sum_p, row_sum_p * exp(...)))  // ...
-        //           row_max = row_map(select(p < chunks * 1, row_max_new, row_max))
-        //           row_sum = row_map(select(p < chunks * 1, row_sum_new, row_sum))
+        //           row_max = row_map(select(p < chunks, row_max_new, row_max))
+        //           row_sum = row_map(select(p < chunks, row_sum_new, row_sum))
         //         }
         //         o_out = map(select(row_sum == 0, 0, acc / row_sum))  // output out
         //         store out[base: (strip * 4 + r0) * 64, stride 64, valid r_valid - strip * 4 x 64] = o_out
@@ -209,7 +211,7 @@ int main() {
         // warp-rows registers (the listing's values section says warp-rows): a row of a chunk is one
         // 16-byte load per lane, and rows past r_valid are never loaded. In the partial kernel's mma
         // fragments each lane would load its 64 elements of a chunk one by one.
-        ok = ok && l.program.kernels.size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
+        ok = ok && l.program.kernels().size() == 2 && !kernel_text(text, "neptune_split_k_combine").empty();
     }
 
     const Lowered folded = lower_decode(spec, chunks, /*fold*/ true);
@@ -222,15 +224,14 @@ int main() {
         // h0 and r_valid = group, then resets the counter to 0 for the next launch. With one chunk (a
         // large batch fills the GPU without splitting), the block's state is already the group's: a
         // condition on the launch's chunk count writes the output directly, as lesson 7's kernel does.
-        const tir::Kernel &k = folded.program.kernels.at(0);
-        const tir::Stmt &direct = k.body.at(k.body.size() - 2), &several = k.body.back();
-        auto header = [](const tir::Stmt &st) {  // the statement's first line
-            const std::string t = tir::to_string(st, false);
-            return t.substr(0, t.find('\n'));
-        };
-        std::printf("folded: %zu kernel %s\n  %s\n  %s\n    ... %s\n", folded.program.kernels.size(), k.name.c_str(),
-                    header(direct).c_str(), header(several).c_str(), header(several->body.back()).c_str());
-        const tir::Workspace &w = folded.program.workspaces.back();
+        const std::string text = folded.program.text();
+        const std::string direct = line_with(text, "if (chunks == 1)"),
+                          several = line_with(text, "if (!(chunks == 1))"),
+                          arrival = line_with(text, "if last of chunks arrivals");
+        const inspect::KernelSummary k = folded.program.kernels().at(0);
+        std::printf("folded: %zu kernel %s\n  %s\n  %s\n    ... %s\n", folded.program.kernels().size(), k.name.c_str(),
+                    direct.c_str(), several.c_str(), arrival.c_str());
+        const inspect::WorkspaceSummary w = folded.program.workspaces().back();
         std::printf("workspace %s, zeroed: %s\n", w.name.c_str(), w.zeroed ? "yes" : "no");
         // Prints:
         //   folded: 1 kernel neptune_split_k
@@ -241,8 +242,8 @@ int main() {
         // The launcher zeroes that workspace once when it allocates it; every launch leaves it zero.
         // Inside the arrival the combine's state carries the suffix _c (acc_c, row_max_c, ...):
         // lay_out_combine gives it warp-rows registers, while the partial's acc stays in mma fragments.
-        ok = ok && folded.program.kernels.size() == 1 && direct->kind == tir::NodeKind::IfThen &&
-             several->body.back()->kind == tir::NodeKind::LastArrival && w.zeroed;
+        ok = ok && folded.program.kernels().size() == 1 && !direct.empty() && !several.empty() && !arrival.empty() &&
+             w.zeroed;
     }
 
     {
@@ -254,7 +255,7 @@ int main() {
         // another, so the last chunk of each group combines; it also checks the counters end at 0).
         for (const int p : {chunks, 1, 200})
             for (const bool fold : {false, true}) {
-                const tir::Program prog =
+                const inspect::TileProgram prog =
                     p == chunks ? (fold ? folded : l).program : lower_decode(spec, p, fold).program;
                 const std::vector<HostTensor> out = interpret(prog, inst, inputs, p);
                 const ErrorStats e = compare(out[0].values, ref[0].values);

@@ -20,7 +20,7 @@
 
 #include "Native.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace neptune::bench {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/HostTensor.h"
 
 namespace neptune::bench {

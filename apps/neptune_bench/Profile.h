@@ -12,7 +12,7 @@
 
 #include "Baselines.h"
 #include "Results.h"
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/Operators.h"
 
 namespace neptune::bench {

@@ -13,7 +13,7 @@
 #include "Baselines.h"
 #include "Process.h"
 #include "Provenance.h"
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 
 namespace neptune::bench {
 

@@ -23,7 +23,7 @@
 #include "Provenance.h"
 #include "Sweep.h"
 #include "neptune/Check.h"
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 #include "neptune/Operators.h"
 #include "neptune/reference/Reference.h"
 #include "neptune/runtime/NeptuneRuntime.h"
@@ -278,73 +278,47 @@ int cmd_emit(const EmitArgs &a) {
 }
 
 // The tile parameters profile and emit share; the defaults of 0 differ (see GpuOptions, emit_operator).
+// They are expert overrides: every default is chosen per GPU and shape, and each override is kept
+// because it measured better somewhere (docs/design/options.md).
 void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_default,
                         const std::string &min_blocks_default) {
-    sub->add_option("--warps", o.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
-    sub->add_option(
-           "--block-n", o.block_n,
-           "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
-           "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
+    CLI::Option_group *g =
+        sub->add_option_group("Expert overrides (defaults are chosen per GPU and shape)",
+                              "Tuning overrides for experiments; the defaults need none (docs/design/options.md)");
+    g->add_option("--block-n", o.block_n,
+                  "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
+                  "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")
         ->capture_default_str();
-    sub->add_option("--chunks", o.chunks, "split-K chunks for decode; 0 = " + chunks_default)->capture_default_str();
-    sub->add_option("--min-blocks", o.min_blocks,
-                    "blocks per SM the register allocation must allow; 0 = " + min_blocks_default)
+    g->add_option("--chunks", o.chunks, "split-K chunks for decode; 0 = " + chunks_default)->capture_default_str();
+    g->add_option("--min-blocks", o.min_blocks,
+                  "blocks per SM the register allocation must allow; 0 = " + min_blocks_default)
         ->capture_default_str();
-    sub->add_option("--wgmma", o.wgmma, "sm_90a: 1 forces wgmma + TMA, 0 keeps mma.sync, -1 = by shape")
+    g->add_option("--wgmma", o.wgmma, "sm_90a: 1 forces wgmma + TMA, 0 keeps mma.sync, -1 = by shape")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
-    sub->add_option("--overlap", o.overlap,
-                    "wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1 = 2")
+    g->add_option("--overlap", o.overlap,
+                  "wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1 = 2")
         ->capture_default_str()
         ->check(CLI::Range(-1, 2));
-    sub->add_option("--stages", o.stages, "K/V tiles in flight (cp.async stages or TMA ring buffers); 0 = default")
+    g->add_option("--stages", o.stages, "K/V tiles in flight (cp.async stages or TMA ring buffers); 0 = default")
         ->capture_default_str()
         ->check(CLI::Range(0, 8));
-    sub->add_option("--unroll-chunks", o.unroll_chunks,
-                    "decode: chunks whose loads the combine's loops issue together (fewer where their tiles "
-                    "exceed 128 registers per lane; the loop is padded to a multiple); 0 = 4, 1 = off")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 16));
-    sub->add_option("--fold-combine", o.fold_combine,
-                    "decode: 1 the last block of each (batch, KV head) group combines the chunks (one kernel), "
-                    "0 a separate combine kernel; -1 = 1")
+    g->add_option("--fold-combine", o.fold_combine,
+                  "decode: 1 the last block of each (batch, KV head) group combines the chunks (one kernel), "
+                  "0 a separate combine kernel; -1 = 1")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
-    sub->add_option("--interleave-chunks", o.interleave_chunks,
-                    "decode: 1 chunk c takes KV tiles c, c + chunks, ... (a group's blocks stream neighbouring "
-                    "tiles together), 0 a run of consecutive tiles; -1 = 1 where there are 4 chunks or fewer")
+    g->add_option("--cluster-merge", o.cluster_merge,
+                  "decode on sm_90a: 1 a group's chunk blocks are a thread block cluster and merge through shared "
+                  "memory, 0 through the workspace and an arrival counter; -1 = 1 where the chunks are 2 to 8 "
+                  "(profile; emit: 0)")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
-    sub->add_option("--warp-rows-combine", o.warp_rows_combine,
-                    "decode: 1 the combine merges chunks in warp-rows registers (one float4 per lane and row, "
-                    "missing rows skipped), 0 in mma fragments; -1 = 1")
+    g->add_option("--tma-loads", o.tma_loads,
+                  "sm_90a mma.sync kernels (decode, prefill off the wgmma path): 1 the pipelined K/V copies by "
+                  "TMA (one thread per tile, an mbarrier per buffer), 0 by cp.async; -1 = default")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
-    sub->add_option("--two-pass-combine", o.two_pass_combine,
-                    "decode: 1 the combine takes the maximum over all chunks first, then adds each chunk repaired "
-                    "to it (independent merges), 0 one rolling pass (each chunk rescales the running state); -1 = 0")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, 1));
-    sub->add_option("--cluster-merge", o.cluster_merge,
-                    "decode on sm_90a: 1 a group's chunk blocks are a thread block cluster and merge through shared "
-                    "memory, 0 through the workspace and an arrival counter; -1 = 1 where the chunks are 2 to 8 "
-                    "(profile; emit: 0)")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, 1));
-    sub->add_option("--key-warps", o.key_warps,
-                    "decode: warps per block that split each KV tile along the keys (--block-n keys each, own "
-                    "softmax state, merged by the folded combine); 0 or 1 = one warp per block")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 8));
-    sub->add_option("--tma-loads", o.tma_loads,
-                    "sm_90a mma.sync kernels (decode, prefill off the wgmma path): 1 the pipelined K/V copies by "
-                    "TMA (one thread per tile, an mbarrier per buffer), 0 by cp.async; -1 = default")
-        ->capture_default_str()
-        ->check(CLI::Range(-1, 1));
-    sub->add_option("--tma-l2-promotion", o.tma_l2_promotion,
-                    "TMA copies: bytes the L2 fetches from memory per miss (0 none, 64, 128, 256); -1 = default")
-        ->capture_default_str()
-        ->check(CLI::IsMember({-1, 0, 64, 128, 256}));
 }
 
 }  // namespace

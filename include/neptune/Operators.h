@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace neptune {
+#include "neptune/DType.h"
 
-/** Element type of a tensor. Inputs are fp16 or bf16; per-row statistics are fp32. */
-enum class DType { F16, BF16, F32, I32 };
-const char *dtype_name(DType t);
-int dtype_bytes(DType t);
+namespace neptune {
 
 enum class Family {
     Attention,

@@ -2,7 +2,7 @@
 #define NEPTUNE_API_FUSED_GROUPS_H
 /** \file
  * The fused groups that Neptune's directives recorded, as the backends consume them: the CPU form
- * (lower_to_cpu) and the extern stages (neptune/Compile.h). */
+ * (lower_to_cpu) and the extern stages (neptune/GpuPipeline.h). */
 #include <utility>
 #include <vector>
 

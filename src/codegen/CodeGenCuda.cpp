@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "lower/PlanSharedMemory.h"
 #include "neptune/Error.h"
+#include "tir/SharedLayout.h"
 
 namespace neptune::internal {
 
@@ -675,16 +675,10 @@ private:
                 break;
             }
             if (!n.accumulate) line("nd::fill(" + ident(n.dst) + ", 0.0f);");
-            {
-                // Key-split warps each read their own rows of b.
-                const std::string b_row0 = n.b_block_rows ? std::to_string(n.b_block_rows) + " * warp" : "0";
-                if (n.transpose_b)
-                    line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " +
-                         b_row0 + ");");
-                else
-                    line("nd::mma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", " +
-                         b_row0 + ", 0);");
-            }
+            if (n.transpose_b)
+                line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0);");
+            else
+                line("nd::mma_ab(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0, 0);");
             break;
         case NodeKind::Convert: {
             const TileType &src = k_.values.at(n.src), &dst = k_.values.at(n.dst);
@@ -698,12 +692,7 @@ private:
                 break;
             }
             if (src.scope == Scope::Shared) {
-                // A broadcast source (fewer rows than the warps hold) repeats every src.rows / 16 warps.
-                const int blocks = src.rows / 16;
-                const std::string row0 = src.rows == k_.values.at(n.dst).rows ? "16 * warp"
-                                         : blocks == 1                        ? "0"
-                                                       : "16 * (warp % " + std::to_string(blocks) + ")";
-                line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", " + row0 + ");");
+                line("nd::load_a(" + ident(n.dst) + ", " + current_buf(n.src, lc) + ", 16 * warp);");
             } else {
                 line("nd::acc_to_a(" + ident(n.dst) + ", " + ident(n.src) + ");");
             }

@@ -11,9 +11,9 @@ bool decode_interleave_chunks(int64_t chunks) { return chunks <= 4; }
 
 bool is_split_k_launch_param(const std::string &param) { return param == "chunks" || param == "interleave"; }
 
-void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int interleave_choice) {
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks) {
     ints["chunks"] = chunks;
-    ints["interleave"] = interleave_choice >= 0 ? interleave_choice : decode_interleave_chunks(chunks);
+    ints["interleave"] = decode_interleave_chunks(chunks);
 }
 
 int decode_block_n(int64_t blocks, int sms, int head_dim) {
@@ -58,9 +58,9 @@ int resident_blocks(int shared_bytes, int max_shared_per_block) {
     return std::max(1, (std::max(max_shared_per_block, 0) + 1024) / (std::max(shared_bytes, 0) + 1024));
 }
 
-bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int key_warps, int fold_combine, int warps) {
+bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int fold_combine, int warps) {
     if (choice >= 0) return choice == 1;
-    return sm90a && key_warps <= 1 && fold_combine != 0 && warps == 1 && chunks >= 2 && chunks <= kMaxClusterChunks;
+    return sm90a && fold_combine != 0 && warps == 1 && chunks >= 2 && chunks <= kMaxClusterChunks;
 }
 
 }  // namespace neptune::internal

@@ -56,8 +56,8 @@ bool decode_interleave_chunks(int64_t chunks);
 bool is_split_k_launch_param(const std::string &param);
 
 /** Sets decode's launch-picked parameters in `ints`: "chunks", and "interleave" from
- * `interleave_choice` (0 runs, 1 round-robin) or, at -1, decode_interleave_chunks(chunks). */
-void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int interleave_choice = -1);
+ * decode_interleave_chunks(chunks). */
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks);
 
 /** The most chunks a cluster merge takes: the portable thread block cluster size. */
 constexpr int kMaxClusterChunks = 8;
@@ -65,11 +65,11 @@ constexpr int kMaxClusterChunks = 8;
 /** Whether decode's folded combine merges each group's chunks in a thread block cluster (through
  * shared memory, lower/FoldCombine.h) rather than through the workspace and an arrival counter:
  * `choice` 1 yes, 0 no, -1 on sm_90a where the chunks make a portable cluster (2 to 8) of one-warp
- * blocks (no key-split warps, the combine folded). The workspace fold ends ~2 us after the last
+ * blocks (the combine folded). The workspace fold ends ~2 us after the last
  * stream at decode_causal 8,8192; with the cluster merge 251.35 against 252.0 us there (pairs against
  * cuDNN 0.995-0.997 -> 1.000), 78.75 against 79.1 at decode_gqa 8,8192, level at 2-4 chunks of
  * decode_causal 2 and 4,8192 (docs/engineering-log.md, 2026-12-04, the cluster merge). */
-bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int key_warps, int fold_combine, int warps);
+bool use_cluster_merge(int choice, int64_t chunks, bool sm90a, int fold_combine, int warps);
 
 /** Blocks of `shared_bytes` of shared memory each that an SM holds, at least 1, where a block may opt
  * in to `max_shared_per_block` bytes (the device's figure: the SM's shared memory less the 1 KB the

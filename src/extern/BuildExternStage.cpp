@@ -12,7 +12,7 @@
 #include "interop/ExternEntry.h"
 #include "lower/Lower.h"
 #include "neptune/Error.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace neptune::internal {
 
@@ -96,7 +96,7 @@ std::vector<LowerOptions> decode_variants(const LowerOptions &base, const Extern
     const std::vector<int> stages = opt.stages > 0 ? std::vector<int>{opt.stages} : std::vector<int>{3, 2};
     for (int s : stages) add(base.block_n, s);
     if (opt.family_tile && base.tma_loads && std::max(dqk, dv) <= 128 && base.block_n != 64) add(64, stages[0]);
-    if (base.arch == GpuArch::Sm90a && base.tma_loads && base.warps == 1 && base.key_warps <= 1 && base.fold_combine)
+    if (base.arch == GpuArch::Sm90a && base.tma_loads && base.warps == 1 && base.fold_combine)
         for (int s : stages) {
             add(base.block_n, s);
             out.back().cluster_merge = true;

@@ -12,7 +12,7 @@
  *   bounds   the output is bound() to its whole extent, so intermediate realizations are whole. */
 #include "Halide.h"
 #include "api/FusedGroups.h"
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 
 namespace neptune::internal {
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "Halide.h"
+#include "tir/PrettyExpr.h"
 
 namespace neptune::internal::sym {
 
@@ -93,9 +94,8 @@ Split split_monomial(const Context &ctx, const Monomial &m);
 /** Whether `m` (through nested exponentials too) reads producers, and values varying along the reduction. */
 void dependencies(const Context &ctx, const Monomial &m, bool &producer, bool &varying);
 
-/** A readable rendering of a float Expr for messages and dumps: no casts, exp(...) for exp_f32,
- * Variables by name, constants in shortest form: "t * exp(m - m')". */
-std::string pretty(const Halide::Expr &e);
+/** A readable rendering of a float Expr for messages and dumps (tir/PrettyExpr.h). */
+inline std::string pretty(const Halide::Expr &e) { return tir::pretty_expr(e); }
 
 /** Sign knowledge for the positivity proofs of max/min repairs. */
 enum class Sign { Positive, NonNegative, Negative, NonPositive, Zero, Unknown };

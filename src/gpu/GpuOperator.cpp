@@ -1,4 +1,4 @@
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,10 +11,10 @@
 #include "codegen/CodeGenCuda.h"
 #include "core/SplitChunks.h"
 #include "lower/Lower.h"
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 #include "neptune/Error.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 #include "tir/IR.h"
 
 namespace neptune {
@@ -48,22 +48,15 @@ int64_t eval_int(const Halide::Expr &e, const std::map<std::string, int64_t> &va
 internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunks) {
     internal::LoweringChoices c;
     c.arch = arch;
-    c.warps = opt.warps;
     c.block_n = opt.block_n;
     c.chunks = chunks;
     c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
     c.wgmma = opt.wgmma;
     c.overlap = opt.overlap;
     c.stages = opt.stages;
-    c.unroll_chunks = opt.unroll_chunks;
     c.fold_combine = opt.fold_combine;
-    c.interleave_chunks = opt.interleave_chunks;
-    c.warp_rows_combine = opt.warp_rows_combine;
-    c.two_pass_combine = opt.two_pass_combine;
-    c.key_warps = opt.key_warps;
     c.cluster_merge = opt.cluster_merge;
     c.tma_loads = opt.tma_loads;
-    c.tma_l2_promotion = opt.tma_l2_promotion;
     return c;
 }
 
@@ -172,10 +165,9 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     // KV tile (k_s) and shared memory (how many of its blocks an SM holds).
     internal::LoweringChoices c = choices(opt, arch, opt.chunks ? opt.chunks : 1);
     // Decode's one-warp kernels: the pipeline depth by how many (batch, KV head) groups share the SMs.
-    if (a.decode && !opt.stages && opt.key_warps <= 1)
-        c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
+    if (a.decode && !opt.stages) c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
     // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
-    if (a.decode && !opt.block_n && opt.key_warps <= 1 && arch == GpuArch::Sm90a && opt.tma_loads != 0)
+    if (a.decode && !opt.block_n && arch == GpuArch::Sm90a && opt.tma_loads != 0)
         c.block_n =
             internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
     // Takes a lowering and, for decode, its chunk count.
@@ -190,7 +182,7 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
                 : internal::split_k_chunks(
                       inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows, info.sm_count,
                       internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
-        internal::set_split_k_params(m.ints, chunks, opt.interleave_chunks);
+        internal::set_split_k_params(m.ints, chunks);
     };
     adopt(internal::lower_operator(inst, c));
     if (a.decode) {
@@ -202,8 +194,8 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
                                         "; pass --chunks 8 or fewer, or --cluster-merge 0");
         // By the rule, a second lowering in the cluster form (lowered so when asked for): its state tiles
         // alias the K/V ring, so the partial kernel's shared memory, and with it the chunk count, is the same.
-        if (opt.cluster_merge < 0 && internal::use_cluster_merge(-1, chunks, arch == GpuArch::Sm90a, opt.key_warps,
-                                                                 opt.fold_combine, m.program.kernels.at(0).warps)) {
+        if (opt.cluster_merge < 0 && internal::use_cluster_merge(-1, chunks, arch == GpuArch::Sm90a, opt.fold_combine,
+                                                                 m.program.kernels.at(0).warps)) {
             c.cluster_merge = 1;
             adopt(internal::lower_operator(inst, c));
             if (m.ints.at("chunks") != chunks)

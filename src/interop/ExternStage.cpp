@@ -56,7 +56,7 @@ int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chu
             s.stages != c.stages)
             continue;
         // The AOT stage builds cluster sets only where the JIT's other conditions hold (one-warp blocks, sm_90a).
-        if (internal::use_cluster_merge(-1, chunks, cc == 90, 1, 1, 1)) return int(i);
+        if (internal::use_cluster_merge(-1, chunks, cc == 90, 1, 1)) return int(i);
     }
     return chosen;
 }

@@ -64,13 +64,10 @@ public:
         if (plan_.variant == Variant::Rolling) {
             p.kernels.push_back(rolling_kernel());
         } else {
-            if (kw() > 1 && !opt_.fold_combine)
-                fail("key-split warps need the folded combine: their partial states are laid out per group");
             p.kernels.push_back(partial_kernel());
             p.kernels.push_back(combine_kernel());
             for (const StageInfo &s : stages_) {
-                Expr n = kw() > 1 ? int_var("chunks") * int_var("batch") * int_var("kv_heads") * bm()
-                                  : int_var("chunks") * int_var("batch") * int_var("q_heads");
+                const Expr n = int_var("chunks") * int_var("batch") * int_var("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
             }
             // A partial block's rows are its KV head's query heads: rows b * q_heads + h0 + [0, group).
@@ -79,7 +76,6 @@ public:
                             int_var("batch") * int_var("kv_heads"),
                             int_var("chunks"),
                             {{"r0", int_var("b") * int_var("q_heads") + int_var("h0")}, {"r_valid", int_var("group")}},
-                            kw(),
                             "p",
                             combine_chunk_row0()};
         }
@@ -110,13 +106,8 @@ private:
     int dvp() const { return round_up(opt_.head_dim_v, 16); }
     int bm() const { return 16 * opt_.warps; }
     int bn() const { return opt_.block_n; }  // keys per warp and tile
-    int kw() const { return opt_.key_warps; }
-    int bt() const { return bn() * kw(); }  // keys per shared K/V tile (the key-split warps' slices)
-    // The key of score column `col` in KV tile j: with key-split warps, warp row / 16 holds slice row / 16.
-    Expr key_of_col() const {
-        const Expr slice = kw() > 1 ? (int_var("row") / 16) * bn() : Expr(0);
-        return int_var("j") * bt() + slice + int_var("col");
-    }
+    // The key of score column `col` in KV tile j.
+    Expr key_of_col() const { return int_var("j") * bn() + int_var("col"); }
 
     const StageInfo &stage_named(const std::string &n) const {
         for (const StageInfo &s : stages_)
@@ -414,11 +405,10 @@ private:
 
     void declare_common(Kernel &k) const {
         const DType t = opt_.dtype;
-        // Key-split warps share one block of query rows: q_s holds it once, q_a broadcasts it.
-        k.values["q_s"] = {t, bm() / kw(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["q_s"] = {t, bm(), dp(), Scope::Shared, Layout::SharedRowMajor};
         k.values["q_a"] = {t, bm(), dp(), Scope::Register, Layout::MmaOperandA};
-        k.values["k_s"] = {t, bt(), dp(), Scope::Shared, Layout::SharedRowMajor};
-        k.values["v_s"] = {t, bt(), dvp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["k_s"] = {t, bn(), dp(), Scope::Shared, Layout::SharedRowMajor};
+        k.values["v_s"] = {t, bn(), dvp(), Scope::Shared, Layout::SharedRowMajor};
         k.values["s"] = {DType::F32, bm(), bn(), Scope::Register, Layout::MmaAccumulator};
     }
 
@@ -428,11 +418,11 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), int_var("j") * bt(), bind(k_base(), rows),
-                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bt(),
+        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), int_var("j") * bn(), bind(k_base(), rows),
+                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bn(),
                                    Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
-        b.push_back(key_split(make_dot("s", "q_a", "k_s", true)));
+        b.push_back(make_dot("s", "q_a", "k_s", true));
         std::map<std::string, Expr> cols = rows;
         cols["kv"] = key_of_col();
         const Expr mod = HI::substitute("dot", fvar("s"), bind(modifier_, cols));
@@ -509,12 +499,12 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bt(),
+                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
                                                bind(v_base(), rows), Expr(opt_.head_dim_v),
-                                               int_var("seq_kv") - int_var("j") * bt(), Expr(opt_.head_dim_v)));
+                                               int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)));
                     loaded_v = true;
                 }
-                b.push_back(key_split(make_dot(si.name, pa, "v_s", false)));
+                b.push_back(make_dot(si.name, pa, "v_s", false));
             } else {
                 k.values[nw] = row_vec();
                 Expr carried = fvar(si.name);
@@ -532,20 +522,14 @@ private:
         return b;
     }
 
-    // Each warp's rows read their own block_n rows of the shared tile.
-    Stmt key_split(Stmt dot) const {
-        if (kw() == 1) return dot;
-        return with(dot, [&](Node &n) { n.b_block_rows = bn(); });
-    }
-
     // Element offsets of the slices, over canonical (h, b) and loop variable j.
     Expr kv_plane() const { return int_var("b") * int_var("kv_heads") + hk_; }
     Expr k_base() const {
-        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) *
+        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bn()) *
                opt_.head_dim_qk;
     }
     Expr v_base() const {
-        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bt()) * opt_.head_dim_v;
+        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bn()) * opt_.head_dim_v;
     }
 
     void init_states(Kernel &k, Block &b) const {
@@ -668,17 +652,15 @@ private:
                      {"b", int_var("block_z")},
                      {"group", int_var("q_heads") / int_var("kv_heads")},
                      {"h0", int_var("hkv") * int_var("group")},
-                     {"n_tiles", (int_var("seq_kv") + bt() - 1) / bt()}};
+                     {"n_tiles", (int_var("seq_kv") + bn() - 1) / bn()}};
         // Every tile here: skip_masked_tiles bounds the loop to the visible ones and deal_chunk_tiles
         // deals those out to the chunks.
         if (bm() < 16) fail("too few rows");
-        if (kw() > 1 && bm() != 16 * kw())
-            fail("key-split warps hold one block of 16 query rows each (a KV group of at most 16 query heads)");
         // Rows past the group pad the MMA tile: they take the last head's values (in bounds) and are not stored.
-        // Key-split warps repeat the group's rows, one copy per warp.
-        const Expr head_row = kw() > 1 ? int_var("row") % 16 : int_var("row");
         const std::map<std::string, Expr> rows = {
-            {"i", Expr(0)}, {"h", int_var("h0") + Halide::min(head_row, int_var("group") - 1)}, {"b", int_var("b")}};
+            {"i", Expr(0)},
+            {"h", int_var("h0") + Halide::min(int_var("row"), int_var("group") - 1)},
+            {"b", int_var("b")}};
         // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
         hk_ = int_var("hkv");
         Block body;
@@ -689,14 +671,10 @@ private:
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
         body.push_back(make_loop("j", Expr(0), int_var("n_tiles"), state_names(), tile_step(k, rows)));
-        // A chunk's states: the group's rows; with key-split warps every warp's 16 rows, a block of
-        // 16 * key_warps rows per (chunk, group), each warp's state a partial of its own for the combine.
-        const Expr row0 = kw() > 1 ? (int_var("chunk") * int_var("batch") * int_var("kv_heads") +
-                                      int_var("b") * int_var("kv_heads") + int_var("hkv")) *
-                                         bm()
-                                   : int_var("chunk") * int_var("batch") * int_var("q_heads") +
-                                         int_var("b") * int_var("q_heads") + int_var("h0");
-        const Expr stored = kw() > 1 ? Expr(bm()) : int_var("group");
+        // A chunk's states: the group's rows.
+        const Expr row0 = int_var("chunk") * int_var("batch") * int_var("q_heads") + int_var("b") * int_var("q_heads") +
+                          int_var("h0");
+        const Expr stored = int_var("group");
         for (const StageInfo &si : stages_) {
             k.tensors.push_back({"ws_" + si.name, DType::F32, true});
             if (si.tile) {
@@ -711,11 +689,7 @@ private:
 
     // Split-K, kernel 2: rows are (batch, head) pairs. One pass over the chunks merges each chunk's
     // states into running ones, as the rolling update merges tiles: producers first, then
-    // t = h(t, r -> r') + h(t_p, r_p -> r') with r' the merged producer, then the epilogue. With
-    // two_pass_combine, one pass per level of the dependency chain instead: the producers (the
-    // maximum) reach their final values r first, then each dependent state adds its chunks'
-    // h(t_p, r_p -> r); no running state is repaired, so the chunks' merges are independent
-    // (measured level with the rolling pass: docs/engineering-log.md, 2026-12-03, a two-pass combine).
+    // t = h(t, r -> r') + h(t_p, r_p -> r') with r' the merged producer, then the epilogue.
     Kernel combine_kernel() {
         Kernel k;
         k.name = "neptune_split_k_combine";
@@ -737,15 +711,8 @@ private:
             {"i", Expr(0)}, {"h", r % int_var("q_heads")}, {"b", r / int_var("q_heads")}};
         Block body;
         init_states(k, body);
-        // Partial p: chunk p, or with key-split warps warp p % key_warps of chunk p / key_warps, in the
-        // block of bm() rows of (chunk, group); folded, r0 is the group's first row, group * its index.
+        // Partial p: chunk p's rows; folded, r0 is the group's first row.
         const Expr chunk_row0 = combine_chunk_row0();
-        if (opt_.two_pass_combine) {
-            combine_by_levels(k, body, chunk_row0, valid, rows);
-            epilogue(k, body, rows, int_var("r0"), valid);
-            k.body = body;
-            return k;
-        }
         Block step;
         for (const StageInfo &si : stages_) load_partial(k, step, si, chunk_row0, valid);  // issued together
         std::vector<std::string> merged;
@@ -778,26 +745,14 @@ private:
             merged.push_back(si.name);
         }
         for (const std::string &n : merged) step.push_back(make_row_map(n, fvar(n + "_new")));
-        body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), state_names(), step));
+        body.push_back(make_loop("p", Expr(0), int_var("chunks"), state_names(), step));
         epilogue(k, body, rows, int_var("r0"), valid);
         k.body = body;
         return k;
     }
 
     /** The combine's first workspace row of partial p (its loop variable over chunks). */
-    Expr combine_chunk_row0() const {
-        const Expr group_index = int_var("r0") / (int_var("q_heads") / int_var("kv_heads"));
-        return kw() > 1 ? ((int_var("p") / kw()) * int_var("batch") * int_var("kv_heads") + group_index) * bm() +
-                              (int_var("p") % kw()) * 16
-                        : int_var("p") * int_var("n_rows") + int_var("r0");
-    }
-
-    /** The stage's level in the dependency chain: 0 without producers, else one above its highest. */
-    int level_of(const StageInfo &si) const {
-        int level = 0;
-        for (const std::string &pn : si.producers) level = std::max(level, level_of(stage_named(pn)) + 1);
-        return level;
-    }
+    Expr combine_chunk_row0() const { return int_var("p") * int_var("n_rows") + int_var("r0"); }
 
     /** The stage's producers as the repair names them: unprimed (from) pn + `from`, primed (to) pn + `to`,
      * each guarded (guarded_producer). */
@@ -838,47 +793,6 @@ private:
             k.values[part] = row_vec();
             const float id = si.st->reducer == Reducer::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
             step.push_back(make_row_load(part, "ws_" + si.name, chunk_row0, Expr(1), valid, id));
-        }
-    }
-
-    /** two_pass_combine: a loop over the chunks per level; at level L the stages of that level merge
-     * their chunks' partials repaired to the final values of their producers (all of lower levels). */
-    void combine_by_levels(Kernel &k, Block &body, const Expr &chunk_row0, const Expr &valid,
-                           const std::map<std::string, Expr> &rows) {
-        std::vector<int> level;
-        for (const StageInfo &si : stages_) level.push_back(level_of(si));
-        const int top = *std::max_element(level.begin(), level.end());
-        for (int l = 0; l <= top; l++) {
-            std::set<std::string> needed;  // partials the level's repairs read: its producers'
-            for (size_t i = 0; i < stages_.size(); i++)
-                if (level[i] == l) needed.insert(stages_[i].producers.begin(), stages_[i].producers.end());
-            Block step;
-            std::vector<std::string> carried;
-            for (size_t i = 0; i < stages_.size(); i++)  // the chunk's partials: independent loads, issued together
-                if (level[i] == l || needed.count(stages_[i].name))
-                    load_partial(k, step, stages_[i], chunk_row0, valid);
-            for (size_t i = 0; i < stages_.size(); i++) {
-                const StageInfo &si = stages_[i];
-                if (level[i] != l) continue;
-                const std::string part = si.name + "_p";
-                carried.push_back(si.name);
-                // h from the chunk's producers (r_p) to the final ones (r): the loops before ended them.
-                Expr scale = Expr(1.0f), shift;
-                if (!si.producers.empty()) repair_terms(si, producer_binding(si, "_p", ""), rows, scale, shift);
-                if (si.tile) {
-                    // A chunk's empty partial (0) adds nothing, also where its factor would overflow.
-                    k.values[part + "_scale"] = row_vec();
-                    step.push_back(make_row_map(part + "_scale", scale, "repair of chunk p"));
-                    step.push_back(make_map(
-                        si.name,
-                        fvar(si.name) + Halide::select(fvar(part) == 0.0f, 0.0f, fvar(part) * fvar(part + "_scale"))));
-                    continue;
-                }
-                step.push_back(make_row_map(
-                    si.name, reducer_combine(si.st->reducer, fvar(si.name), repaired(si, part, scale, shift)),
-                    si.producers.empty() ? "" : "chunk p repaired to the final producers"));
-            }
-            body.push_back(make_loop("p", Expr(0), int_var("chunks") * kw(), carried, step));
         }
     }
 

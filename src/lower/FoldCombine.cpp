@@ -113,7 +113,6 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
         if (!carried_by(partial.body, c)) fail("the combine's state '" + c + "' is not the partial's");
     const Block epilogue(combine.body.begin() + long(last_loop) + 1, combine.body.end());
     if (cluster) {
-        if (p.fold->partials_per_block != 1) fail("key-split warps leave several states per block: no cluster merge");
         if (k.warps != 1) fail("cluster merges are for one-warp partial kernels");
         // Every warp is done with the K/V ring before the state tiles (which may alias it) are written.
         Block publish = {make_barrier()};
@@ -149,12 +148,8 @@ Program fold_combine(const Program &p, bool enabled, bool cluster) {
     stores.push_back(make_last_arrival(counter, p.fold->group, p.fold->arrivals, combine.body,
                                        "the group's last chunk combines the group"));
     k.body = own;
-    if (p.fold->partials_per_block == 1) {
-        k.body.push_back(make_if(one, epilogue, "one chunk: its state is the group's"));
-        k.body.push_back(make_if(!one, stores, "several chunks: store the state, the last one combines"));
-    } else {  // the block's warps hold partial states of their own: always combined
-        k.body.insert(k.body.end(), stores.begin(), stores.end());
-    }
+    k.body.push_back(make_if(one, epilogue, "one chunk: its state is the group's"));
+    k.body.push_back(make_if(!one, stores, "several chunks: store the state, the last one combines"));
     Program out = p;
     out.kernels = {k};
     out.workspaces.push_back({counter, p.fold->groups, true});

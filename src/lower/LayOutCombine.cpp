@@ -265,8 +265,7 @@ Kernel lay_out(const Kernel &k, const std::set<std::string> &workspaces) {
 
 }  // namespace
 
-Program lay_out_combine(const Program &p, bool enabled) {
-    if (!enabled) return p;
+Program lay_out_combine(const Program &p) {
     std::set<std::string> workspaces;
     for (const Workspace &w : p.workspaces) workspaces.insert(w.name);
     Program out = p;

@@ -21,9 +21,9 @@ namespace neptune::internal {
  * qualifies when its statements are loads from the program's workspaces (rows 16-byte aligned),
  * stores, fills, maps, row maps, loops and conditions, it reads no register value it did not write
  * first, and it loads no tensor it stores (so its rows are independent and strips may reorder them). Values the kernel also uses outside the region (the
- * partial's state of the same name) are renamed inside it, with the suffix "_c". `enabled` false, or
- * no region qualifies: unchanged. Requires: fold_combine. */
-tir::Program lay_out_combine(const tir::Program &p, bool enabled);
+ * partial's state of the same name) are renamed inside it, with the suffix "_c". No region qualifies:
+ * unchanged (the combine stays in mma fragments). Requires: fold_combine. */
+tir::Program lay_out_combine(const tir::Program &p);
 
 }  // namespace neptune::internal
 

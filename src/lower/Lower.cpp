@@ -133,7 +133,7 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("pipeline_loads", p);
     p = fold_combine(p, opt.fold_combine, opt.cluster_merge);  // after each kernel's own passes
     log("fold_combine", p);
-    p = lay_out_combine(p, opt.warp_rows_combine);  // the folded combine is a region of the partial kernel
+    p = lay_out_combine(p);  // the folded combine is a region of the partial kernel
     log("lay_out_combine", p);
     p = unroll_chunk_loops(p, opt.unroll_chunks);  // the loops pipeline_loads left, in their final layouts
     log("unroll_chunk_loops", p);

@@ -8,7 +8,7 @@
 
 #include "Halide.h"
 #include "frontend/FusedPlan.h"
-#include "neptune/Operators.h"
+#include "neptune/DType.h"
 #include "tir/IR.h"
 
 namespace neptune::internal {
@@ -28,16 +28,11 @@ struct LowerOptions {
     int overlap = 2;  // wgmma: 0 none, 1 dots overlap the softmax, 2 and warpgroups take turns
     int unroll_chunks = 1;  // loops over global loads only (split-K combine): chunks in flight; 1 off
     bool fold_combine = true;  // split-K: the last block of each group combines (one kernel)
-    bool warp_rows_combine = true;  // split-K: the combine in warp-rows registers (lay_out_combine)
-    bool two_pass_combine = false;  // split-K: the combine ends the producers over all chunks first,
-        // then merges the dependent states (no running repair)
     bool cluster_merge = false;  // split-K, folded: a group's chunk blocks are a cluster merging
         // through shared memory (sm_90a; fold_combine)
     bool tma_loads = false;  // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
         // (one thread per tile, mbarriers) instead of cp.async
     int tma_l2_promotion = 256;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
-    int key_warps = 1;  // decode: warps of a block sharing each KV tile, warp w taking
-        // its w-th block_n keys with its own state (the combine merges them)
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is

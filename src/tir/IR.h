@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "Halide.h"
-#include "neptune/Operators.h"
+#include "neptune/DType.h"
 
 namespace neptune {
 
@@ -170,11 +170,9 @@ using Block = std::vector<Stmt>;
  *             (plane, row + r, c), zero beyond the view's rows and cols (what TMA's bounds do).
  *  TileDot    acc[m][n] = (accumulate ? acc[m][n] : 0) + sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]);
  *             a (a register A operand, or a shared tile for wgmma) and b hold f16/bf16 values, products
- *             and sums in f32. With b_block_rows = R, b's row index is offset by (m / 16) * R: the 16
- *             rows of warp w multiply their own R-row slice of b (decode's warps splitting a KV tile).
+ *             and sums in f32.
  *  Convert    dst = src: shared -> MMA operand (same values), or f32 accumulator -> f16/bf16 MMA operand
- *             (rounded to nearest even): how P reaches the second MMA. A shared tile of fewer rows than
- *             dst is broadcast: dst[r][c] = src[r % src.rows][c] (every warp reads the same query rows).
+ *             (rounded to nearest even): how P reaches the second MMA.
  *  CarriedLoop  for (var = begin; var < end; var++) body. IfThen: if (cond) body. Barrier, Release
  *             (src: the tile): no value; Release lets the producer refill the buffer.
  *  Asynchronous dots (async = true, wgmma) take effect at once in these semantics; the program must
@@ -219,8 +217,6 @@ struct Node {
     MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)
     bool accumulate = true;  // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
     bool async = false;  // TileDot: retired by a later DotWait (set by overlap_dots)
-    int b_block_rows = 0;  // TileDot: key-split warps; row block w of a and acc (16 rows, warp w) reads
-        // b's rows [w * b_block_rows, (w + 1) * b_block_rows) (0: all of b)
     int pending = 0;  // DotWait
     TurnMode turn = TurnMode::Take;  // WarpgroupTurn
     std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
@@ -325,7 +321,6 @@ struct Workspace {
 struct CombineFold {
     Halide::Expr group, groups, arrivals;
     std::map<std::string, Halide::Expr> combine_scalars;
-    int partials_per_block = 1;  // key-split warps: each block leaves one partial state per warp
     std::string chunk_var;  // the combine's loop variable over chunks
     Halide::Expr partial_row0;  // the combine's first row of chunk `chunk_var`'s state in the workspaces
 };

@@ -586,10 +586,8 @@ private:
         for (int m = 0; m < acc.type.rows; m++)
             for (int n = 0; n < acc.type.cols; n++) {
                 float sum = 0;
-                const int b0 = (m / 16) * s->b_block_rows;  // key-split: this warp's slice of b
                 for (int kk = 0; kk < depth; kk++) {
-                    const float y =
-                        s->transpose_b ? b.data[size_t((b0 + n) * bcols + kk)] : b.data[size_t((b0 + kk) * bcols + n)];
+                    const float y = s->transpose_b ? b.data[size_t(n * bcols + kk)] : b.data[size_t(kk * bcols + n)];
                     sum += a.data[size_t(m * depth + kk)] * y;
                 }
                 float &d = acc.data[size_t(m * acc.type.cols + n)];
@@ -634,12 +632,11 @@ private:
         case NodeKind::Convert: {
             Value &dst = values_.at(s->dst);
             const Value &src = values_.at(s->src);
-            // A shared tile of fewer rows is broadcast to every block of its rows (src.data.size() divides).
             // With valid_rows (a block publishing its state), rows past it stay as they were.
             const size_t n = s->valid_rows.defined()
                                  ? size_t(clamp(index(s->valid_rows), dst.type.rows)) * size_t(dst.type.cols)
                                  : dst.data.size();
-            for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i % src.data.size()]);
+            for (size_t i = 0; i < n; i++) dst.data[i] = round_to(dst.type.elem, src.data[i]);
             break;
         }
         case NodeKind::CarriedLoop: loop(s); break;

@@ -2,14 +2,14 @@
 // the recurrence they compute ("m_new = max(m_new, row_max(s))").
 #include <sstream>
 
-#include "frontend/Symbolic.h"
+#include "tir/PrettyExpr.h"
 #include "tir/IR.h"
 
 namespace neptune::tir {
 
 namespace {
 
-std::string expr(const Halide::Expr &e) { return internal::sym::pretty(e); }
+std::string expr(const Halide::Expr &e) { return pretty_expr(e); }
 
 std::string join(const std::vector<std::string> &names) {
     std::string s;
@@ -48,10 +48,7 @@ std::string head(const Node &n) {
         return n.op == ReduceOp::Max ? n.dst + " = max(" + n.dst + ", row_max(" + n.src + "))"
                                      : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")";
     case NodeKind::TileDot:
-        // Key-split: warp w's rows read b's rows from w * R ("k_s[32 w ..]^T").
-        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b +
-               (n.b_block_rows ? "[" + std::to_string(n.b_block_rows) + " warp ..]" : "") +
-               (n.transpose_b ? "^T)" : ")");
+        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
     case NodeKind::Convert:
         return n.dst + " = convert(" + n.src + (n.valid_rows.defined() ? ", valid rows " + expr(n.valid_rows) : "") +
                ")";

@@ -234,16 +234,7 @@ private:
         if (wgmma && !is_swizzled(b)) fail(s, "a wgmma reads b from a swizzled shared tile, not " + b.str());
         if (wgmma && (k_.warps % 4 || acc.rows != k_.rows()))
             fail(s, "a wgmma dot needs whole warpgroups of compute warps and a tile of all their rows");
-        int bk = s->transpose_b ? b.cols : b.rows, bn = s->transpose_b ? b.rows : b.cols;
-        if (s->b_block_rows) {
-            // Each warp's 16 rows read their own b_block_rows rows of b: b holds one slice per warp.
-            if (wgmma) fail(s, "key-split dots are mma.sync dots");
-            if (s->b_block_rows < 0 || acc.rows != k_.rows() || b.rows != k_.warps * s->b_block_rows)
-                fail(s, "a key-split dot reads " + std::to_string(s->b_block_rows) + " rows of b per warp: b needs " +
-                            std::to_string(k_.warps) + " x that many rows and acc every row of the block, not b " +
-                            shape(b) + ", acc " + shape(acc));
-            (s->transpose_b ? bn : bk) = s->b_block_rows;
-        }
+        const int bk = s->transpose_b ? b.cols : b.rows, bn = s->transpose_b ? b.rows : b.cols;
         if (acc.rows != a.rows || a.cols != bk || acc.cols != bn)
             fail(s, "the dot's shapes disagree: acc " + shape(acc) + ", a " + shape(a) + ", b" +
                         (s->transpose_b ? "^T " : " ") + shape(b));
@@ -269,12 +260,7 @@ private:
                  "a convert goes only from a shared tile to an mma-operand-a tile of its element type, or from an "
                  "f32 mma-accumulator to an f16/bf16 mma-operand-a tile; not " +
                      src.str() + " -> " + dst.str());
-        // Staged rows may be broadcast: a 16-row shared tile feeds every warp's A operand.
-        const bool broadcast =
-            staged && src.cols == dst.cols && src.rows % 16 == 0 && src.rows < dst.rows && dst.rows % src.rows == 0;
-        if (!same_shape(src, dst) && !broadcast)
-            fail(s, "a convert keeps the shape (or broadcasts whole 16-row blocks of a shared tile): " + shape(src) +
-                        " -> " + shape(dst));
+        if (!same_shape(src, dst)) fail(s, "a convert keeps the shape: " + shape(src) + " -> " + shape(dst));
     }
 
     void row_io(const Stmt &s) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "Compare.h"
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 #include "neptune/Half.h"
 #include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Schedules.h"

@@ -6,7 +6,7 @@
 // handlers are installed. Skips (77) without a GPU.
 #include <doctest/doctest.h>
 
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 
 namespace {
 

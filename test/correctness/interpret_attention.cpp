@@ -8,7 +8,7 @@
 #include <cmath>
 #include <functional>
 
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 #include "neptune/Check.h"
 #include "neptune/Error.h"
 #include "neptune/reference/Reference.h"
@@ -27,11 +27,9 @@ struct Case {
     GpuArch arch = GpuArch::Sm80;  // Sm90a: the wgmma/TMA program for prefill (block_n 0: its default)
     int overlap = -1;
     int fold_combine = -1;  // decode: 0 a separate combine kernel (the default folds it into the partial)
-    int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys
     int tma_loads = -1;  // sm_90a mma.sync kernels: 1 the loop's K/V copies by TMA (by plane and row)
     int wgmma = -1;  // sm_90a prefill: 0 keeps the mma.sync kernel
-    int interleave = -1;  // decode: 0 gives each chunk a run of tiles (the default deals them round-robin)
-    int two_pass = -1;  // decode: 1 the combine ends the maximum over all chunks first (the default rolls)
+    int interleave = -1;  // decode: the kernel parameter `interleave` (0 runs of tiles); -1: the rule's
     int cluster = -1;  // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
@@ -49,22 +47,20 @@ void run(const OperatorSpec &op, const Case &c) {
     if (c.window) a.window = c.window;
     const OperatorInstance inst = instantiate(s, c.batch, c.seq);
     INFO(op.name << " B=" << c.batch << " S=" << c.seq << " D=" << c.dqk << "/" << c.dv << " seq_q=" << c.seq_q
-                 << " tile " << c.block_n << " " << arch_name(c.arch) << " chunks " << c.chunks << " key warps "
-                 << c.key_warps << " tma " << c.tma_loads);
+                 << " tile " << c.block_n << " " << arch_name(c.arch) << " chunks " << c.chunks << " tma "
+                 << c.tma_loads << " interleave " << c.interleave);
     internal::LoweringChoices lc;
     lc.arch = c.arch;
     lc.block_n = c.block_n;
     lc.chunks = c.chunks;
     lc.overlap = c.overlap;
     lc.fold_combine = c.fold_combine;
-    lc.key_warps = c.key_warps;
     lc.tma_loads = c.tma_loads;
     lc.wgmma = c.wgmma;
-    lc.interleave_chunks = c.interleave;
-    lc.two_pass_combine = c.two_pass;
     lc.cluster_merge = c.cluster;
     internal::OperatorLowering l = internal::lower_operator(inst, lc);
     if (c.edit) c.edit(l.program);
+    if (c.interleave >= 0) l.ints["interleave"] = c.interleave;  // a kernel parameter, as a launcher may pass
     if (c.tma_loads == 1) CHECK(l.program.kernels.at(0).tensor_maps.size() == 2);  // K and V by TMA, Q not
     if (c.cluster == 1) {  // no workspace: the states travel through the cluster's shared memory
         CHECK(l.program.kernels.at(0).cluster_x.defined());
@@ -169,7 +165,7 @@ TEST_CASE("interpret: split-K decode merging each group's chunks in a thread blo
     }
 }
 
-TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave_chunks off) matches fp64 too") {
+TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave 0) matches fp64 too") {
     // The default deals the tiles out round-robin (the cases above); runs, with empty chunks too.
     for (const OperatorSpec &op : operator_suite()) {
         if (op.family != Family::Attention || !op.attention.decode) continue;
@@ -177,42 +173,6 @@ TEST_CASE("interpret: split-K decode with each chunk a run of tiles (interleave_
                  {2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}, {1, 700, 64, 64, 0, 0, 32, 11}}) {
             c.interleave = 0;
             run(op, c);
-        }
-    }
-}
-
-TEST_CASE("interpret: split-K decode with the two-pass combine (maximum first) matches fp64 too") {
-    // The default rolls the chunks into running states (the cases above); two passes, folded and as a
-    // second kernel, with empty chunks (more chunks than tiles: their partials are the identities, and
-    // their repair factors from a guarded -inf would overflow) and 11 chunks (the passes padded to 16
-    // and 12).
-    for (const OperatorSpec &op : operator_suite()) {
-        if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{
-                 {2, 70, 64, 64, 0, 0, 32, 3}, {1, 45, 64, 64, 0, 0, 16, 5}, {1, 700, 64, 64, 0, 0, 32, 11}}) {
-            c.two_pass = 1;
-            run(op, c);
-            c.fold_combine = 0;
-            run(op, c);
-        }
-    }
-}
-
-TEST_CASE(
-    "interpret: decode with key-split warps (each a slice of every KV tile, merged by the combine) matches fp64") {
-    // Sequences that end inside a warp's slice, inside the tile and on its edge; one chunk (the block
-    // combines its own warps), several, and more chunks than tiles; 2 and 4 warps of 16 keys or 32.
-    for (const OperatorSpec &op : operator_suite()) {
-        if (op.family != Family::Attention || !op.attention.decode) continue;
-        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 16, 1},
-                                        {1, 200, 64, 64, 0, 0, 16, 3},
-                                        {3, 64, 128, 128, 0, 0, 16, 1},
-                                        {1, 45, 64, 64, 0, 0, 32, 5},
-                                        {1, 129, 80, 80, 0, 0, 16, 2}}) {
-            for (const int warps : {2, 4}) {
-                c.key_warps = warps;
-                run(op, c);
-            }
         }
     }
 }

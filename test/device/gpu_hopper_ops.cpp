@@ -15,7 +15,7 @@
 #include "HopperKernels.h"
 #include "neptune/Half.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace neptune::internal {
 const std::vector<std::pair<std::string, std::string>> &device_headers();
@@ -94,7 +94,7 @@ bool sm90() {
 }  // namespace
 
 TEST_CASE("hopper: TMA copies a box of a plane into the swizzled layout, zeros past its rows") {
-    if (!sm90()) return;
+    REQUIRE(sm90());  // the test runs only on sm_90 (NEPTUNE_TEST_NEEDS_SM90, else it skips)
     std::mt19937 rng(1);
     for (const auto &[rows_box, cols] : {std::pair{64, 128}, std::pair{128, 64}}) {
         const int planes = 3, rows = 100;
@@ -119,7 +119,7 @@ TEST_CASE("hopper: TMA copies a box of a plane into the swizzled layout, zeros p
 }
 
 TEST_CASE("hopper: wgmma S = Q K^T from swizzled tiles (K-major), zero-init and accumulate") {
-    if (!sm90()) return;
+    REQUIRE(sm90());  // the test runs only on sm_90 (NEPTUNE_TEST_NEEDS_SM90, else it skips)
     std::mt19937 rng(2);
     struct Shape {
         int ra, n, k;
@@ -151,7 +151,7 @@ TEST_CASE("hopper: wgmma S = Q K^T from swizzled tiles (K-major), zero-init and 
 }
 
 TEST_CASE("hopper: wgmma O = P V with P in registers and V MN-major across column blocks") {
-    if (!sm90()) return;
+    REQUIRE(sm90());  // the test runs only on sm_90 (NEPTUNE_TEST_NEEDS_SM90, else it skips)
     std::mt19937 rng(3);
     struct Shape {
         int kt, rv, n;

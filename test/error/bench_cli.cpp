@@ -61,6 +61,24 @@ TEST_CASE("bench cli: every subcommand has --help, and a missing subcommand is a
     CHECK(run_bench("").status != 0);
 }
 
+TEST_CASE("bench cli: the tuning flags are expert overrides in a group of their own; removed options are refused") {
+    for (const char *sub : {"profile ", "emit "}) {
+        const Outcome o = run_bench(std::string(sub) + "--help");
+        INFO(sub << ": " << o.output);
+        const size_t group = o.output.find("Expert overrides (defaults are chosen per GPU and shape)");
+        REQUIRE(group != std::string::npos);
+        for (const char *flag : {"--block-n", "--chunks", "--min-blocks", "--stages", "--fold-combine", "--tma-loads"})
+            CHECK(o.output.find(flag, group) != std::string::npos);
+    }
+    // Options that never measured better than their defaults are gone (docs/design/options.md).
+    for (const char *gone : {"--warps 2", "--key-warps 2", "--two-pass-combine 1", "--warp-rows-combine 0",
+                             "--interleave-chunks 0", "--unroll-chunks 2", "--tma-l2-promotion 128"}) {
+        const Outcome o = run_bench(std::string("emit decode_causal 1,100 --arch sm_90 ") + gone);
+        INFO(gone << ": " << o.output);
+        CHECK(o.status != 0);
+    }
+}
+
 TEST_CASE("bench cli: list names every operator; profile without a GPU says so and exits 3") {
     const Outcome l = run_bench("list");
     CHECK(l.status == 0);
@@ -92,7 +110,7 @@ TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas
     CHECK(two.output.find("kernel neptune_split_k_combine") != std::string::npos);
     CHECK(run_bench("emit softmax 4,100").output.find("lowers attention operators") != std::string::npos);
     // KV tiles that mma's k16 steps cannot cover are refused by the lowering, not by NVRTC.
-    for (const char *bad : {"--block-n 24", "--block-n 8 --key-warps 4"}) {
+    for (const char *bad : {"--block-n 24", "--block-n 8"}) {
         const Outcome o = run_bench(std::string("emit decode_causal 1,100 --arch sm_90 ") + bad);
         INFO(bad << ": " << o.output);
         CHECK(o.status != 0);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "TestKernels.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 using namespace neptune::internal;
 

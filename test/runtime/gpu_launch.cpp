@@ -9,7 +9,7 @@
 
 #include "TestKernels.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 using namespace neptune::internal;
 

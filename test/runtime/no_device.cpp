@@ -7,7 +7,7 @@
 
 #include "GpuProbe.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace {
 bool mentions(const std::string &text, const std::string &what) { return text.find(what) != std::string::npos; }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "Native.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 using namespace neptune;
 using namespace neptune::bench;

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "GpuProbe.h"
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 #include "neptune/Error.h"
 #include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Schedules.h"

@@ -11,13 +11,14 @@
 #include "InOrder.h"
 #include "codegen/CodeGenCuda.h"
 #include "core/SplitChunks.h"
-#include "gpu/GpuOperator.h"
+#include "neptune/GpuOperator.h"
 #include "lower/LayOutCombine.h"
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 #include "lower/PlanSharedMemory.h"
+#include "tir/SharedLayout.h"
 #include "lower/UnrollChunkLoops.h"
 #include "neptune/Error.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 #include "tir/IR.h"
 #include "tir/Interpreter.h"
 
@@ -149,7 +150,13 @@ TEST_CASE("lower: deal_chunk_tiles gives decode's chunks the visible tiles round
     }
 }
 
-TEST_CASE("lower: the flagship kernels compile with nvcc for sm_80, sm_90 and sm_90a without spills (ptxas report)") {
+// A change detector: it pins ptxas's register allocation (no spills at the default tiles). A failure
+// means a change to the lowering, the device library or the toolkit moved the kernels' register use
+// past the budget: measure the kernels again (docs/performance.md) before accepting or fixing it; the
+// results stay correct either way (the GPU suites check them).
+TEST_CASE(
+    "change detector: the flagship kernels compile with nvcc for sm_80, sm_90 and sm_90a without spills "
+    "(ptxas report)") {
     for (const char *name : {"prefill_causal", "decode_gqa"})
         for (const char *arch : {"sm_80", "sm_90", "sm_90a"}) {
             const EmittedOperator e = emit_operator(instantiate(*find_operator(name), 1, 4096), GpuOptions{}, arch);
@@ -343,61 +350,6 @@ TEST_CASE("lower: fold_constant_scales turns the softcap's division by its cap i
 }
 
 TEST_CASE(
-    "lower: key-split warps share each KV tile, each warp its own slice and state, merged by the folded combine") {
-    internal::LoweringChoices c;
-    c.arch = GpuArch::Sm90a;
-    c.block_n = 16;
-    c.key_warps = 4;
-    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
-    const tir::Program p = internal::lower_operator(inst, c).program;
-    INFO(tir::to_string(p));
-    REQUIRE(p.kernels.size() == 1u);
-    const tir::Kernel &k = p.kernels[0];
-    CHECK(k.warps == 4);
-    CHECK(k.values.at("q_s").rows == 16);  // one block of query rows, broadcast to the warps' operands
-    CHECK(k.values.at("q_a").rows == 64);
-    CHECK(k.values.at("k_s").rows == 64);  // 4 warps x 16 keys
-    CHECK(k.values.at("s").cols == 16);
-    int split_dots = 0;
-    std::function<void(const tir::Block &)> walk = [&](const tir::Block &b) {
-        for (const tir::Stmt &s : b) {
-            if (s->kind == tir::NodeKind::TileDot && s->b_block_rows == 16) split_dots++;
-            walk(s->body);
-        }
-    };
-    walk(k.body);
-    CHECK(split_dots == 2);  // the score dot and the P V dot
-    // Every block's warps leave partial states, so there is no one-chunk branch: the arrival is at the
-    // top level and the combine walks chunks x 4 partials.
-    REQUIRE(k.body.back()->kind == tir::NodeKind::LastArrival);
-    const std::string text = tir::to_string(p);
-    CHECK(text.find("for p in [0, chunks * 4)") != std::string::npos);
-    CHECK(text.find("s += dot(q_a, k_s[16 warp ..]^T)") != std::string::npos);
-    CHECK(text.find("workspace ws_acc: f32[chunks * batch * kv_heads * 64 * 128]") != std::string::npos);
-    const std::string src = internal::emit_cuda(p);
-    CHECK(src.find("nd::mma_abt(s, q_a, k_s_buf(") != std::string::npos);
-    CHECK(src.find(", 16 * warp);") != std::string::npos);
-    CHECK(src.find("nd::load_a(q_a, q_s_buf(0), 0);") != std::string::npos);
-    CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_key_split.cu"));
-
-    // What key-split warps cannot do, said by name.
-    internal::LoweringChoices two = c;
-    two.fold_combine = 0;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, two), doctest::Contains("need the folded combine"),
-                         CompileError);
-    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("prefill_causal"), 1, 128), c),
-                         doctest::Contains("prefill_causal: key-split warps are for decode"), CompileError);
-    internal::LoweringChoices both = c;
-    both.warps = 2;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(inst, both), doctest::Contains("warps 2 and key warps 4 disagree"),
-                         CompileError);
-    OperatorSpec wide = *find_operator("decode_gqa");
-    wide.attention.q_heads = 32 * wide.attention.kv_heads;
-    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(wide, 1, 128), c),
-                         doctest::Contains("one 16-row block of query heads; this group has 32"), CompileError);
-}
-
-TEST_CASE(
     "lower: swizzle_shared_tiles swizzles the mma.sync kernels' Q, K and V tiles whose columns make 64-column blocks") {
     for (const auto &[op, arch] : {std::pair{"decode_causal", GpuArch::Sm80},
                                    {"decode_gqa", GpuArch::Sm90a},
@@ -447,11 +399,10 @@ TEST_CASE("emit: the KV loop's first copies are issued before the block loads Q,
         REQUIRE(q_load != std::string::npos);
         CHECK(first_copy < q_load);
         // The prologue fills stages 0 .. S - 2 of K and V; Q lies in none of them.
-        const internal::SharedLayout l = internal::shared_layout(k);
-        const int q0 = l.offset.at("q_s"), q1 = q0 + internal::shared_tile_bytes(k.values.at("q_s"));
+        const tir::SharedLayout l = tir::shared_layout(k);
+        const int q0 = l.offset.at("q_s"), q1 = q0 + tir::shared_tile_bytes(k.values.at("q_s"));
         for (const char *t : {"k_s", "v_s"}) {
-            const int at = l.offset.at(t),
-                      end = at + (k.pipeline_stages - 1) * internal::shared_tile_bytes(k.values.at(t));
+            const int at = l.offset.at(t), end = at + (k.pipeline_stages - 1) * tir::shared_tile_bytes(k.values.at(t));
             CHECK((q1 <= at || end <= q0));
         }
         CHECK_NOTHROW(compile_sm90a(src, std::string(op) + "_hoisted.cu"));
@@ -479,8 +430,13 @@ const tir::Stmt *find_arrival(const tir::Block &b) {
 
 }  // namespace
 
+// A change detector: it pins the combine's listing (strip bounds, slice expressions, the emitted
+// device calls). A failure after a change to the builder or lay_out_combine means the form changed:
+// read the new listing, check the interpreter cases (test/correctness/interpret_attention.cpp) and update
+// the expected text if the new form is intended.
 TEST_CASE(
-    "lower: lay_out_combine merges split-K chunks in warp-rows registers and leaves the partial's state in fragments") {
+    "change detector: lay_out_combine merges split-K chunks in warp-rows registers and leaves the partial's "
+    "state in fragments") {
     const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
     for (int fold : {1, 0}) {
         INFO("fold_combine ", fold);
@@ -514,9 +470,9 @@ TEST_CASE(
         const std::string listing = tir::to_string(p);
         CHECK(listing.find("for strip in [0, (min(r_valid, 16) + 3) / 4) {") != std::string::npos);
         // (unroll_chunk_loops pads the chunk loop: past the last chunk, a load has no rows)
-        CHECK(listing.find(
-                  "load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks * 1, "
-                  "r_valid - strip * 4, 0) x 128]") != std::string::npos);
+        CHECK(
+            listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks, "
+                         "r_valid - strip * 4, 0) x 128]") != std::string::npos);
         CHECK(listing.find(
                   std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
                   ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) != std::string::npos);
@@ -526,44 +482,6 @@ TEST_CASE(
             CHECK(src.find(call) != std::string::npos);
         CHECK_NOTHROW(compile_sm90a(src, "decode_gqa_warp_rows.cu"));
     }
-    internal::LoweringChoices off;
-    off.warp_rows_combine = 0;
-    const tir::Program p = internal::lower_operator(inst, off).program;
-    for (const auto &[name, t] : p.kernels[0].values) CHECK(!tir::is_warp_rows(t));
-    CHECK(internal::emit_cuda(p).find("warp_rows") == std::string::npos);
-}
-
-TEST_CASE(
-    "lower: the two-pass combine ends the maximum over all chunks before it adds any, and repairs no running state") {
-    // An option (the rolling pass is the default): pass 1 loads the row maxima alone, a register each,
-    // so unroll_chunk_loops takes 16 chunks at a time; pass 2 takes the factor's 4.
-    const OperatorInstance inst = instantiate(*find_operator("decode_gqa"), 3, 1000);
-    internal::LoweringChoices c;
-    c.arch = GpuArch::Sm90a;
-    c.two_pass_combine = 1;
-    const std::string two = tir::to_string(internal::lower_operator(inst, c).program);
-    INFO(two);
-    check_in_order(two,
-                   {"if last of chunks arrivals",
-                    // pass 1: the row maxima alone, 16 chunks' loads in flight (a register each)
-                    "for p in [0, (chunks + 15) / 16 * 16) carrying row_max_c unrolled x16 {",
-                    "row_max_c = row_map(select(p < chunks * 1, max(row_max_c, row_max_p), row_max_c))", "}",
-                    // pass 2: each chunk repaired to the final maximum and added
-                    "for p in [0, (chunks + 3) / 4 * 4) carrying acc_c, row_sum_c unrolled x4 {",
-                    "acc_p_scale = row_map(exp(select(row_max_p == -inf, 0, row_max_p) - select(row_max_c == -inf, 0, "
-                    "row_max_c)))",
-                    "acc_c = map(select(p < chunks * 1, acc_c + select(acc_p == 0, 0, acc_p * acc_p_scale), acc_c))",
-                    "o_out_c = map("});
-    const std::string combine = two.substr(two.find("if last of chunks arrivals"));
-    CHECK(combine.find("row_max_new") == std::string::npos);  // no running maximum to repair from
-    CHECK(combine.find("acc_c * ") == std::string::npos);  // the running state is never rescaled
-    CHECK_NOTHROW(
-        compile_sm90a(internal::emit_cuda(internal::lower_operator(inst, c).program), "decode_gqa_two_pass.cu"));
-    c.two_pass_combine = -1;  // the default, rolling: one pass, the running state repaired per chunk
-    const std::string one = tir::to_string(internal::lower_operator(inst, c).program);
-    const std::string rolling = one.substr(one.find("if last of chunks arrivals"));
-    CHECK(rolling.find("row_max_new_c") != std::string::npos);
-    CHECK(rolling.find("acc_c * acc_scale_c") != std::string::npos);
 }
 
 TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memory over the free ring; rank 0 merges") {
@@ -582,7 +500,7 @@ TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memor
     CHECK(cluster.workspaces.empty());
     for (const tir::TensorParam &t : k.tensors) CHECK(t.name.rfind("ws_", 0) == std::string::npos);
     CHECK(k.shared_bytes == fold.kernels.at(0).shared_bytes);
-    const internal::SharedLayout l = internal::shared_layout(k);
+    const tir::SharedLayout l = tir::shared_layout(k);
     CHECK(l.offset.at("acc_shared") < l.offset.at("v_s"));  // inside the ring
     check_in_order(text, {"clusters: chunks blocks along x", "barrier", "acc_shared = convert(acc, valid rows group)",
                           "cluster merge, run by rank 0 {", "for strip in",
@@ -597,22 +515,21 @@ TEST_CASE("lower: the cluster merge publishes each chunk's state in shared memor
     CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c),
                          doctest::Contains("no cluster merge: thread block clusters need sm_90a"), CompileError);
     c.arch = GpuArch::Sm90a;
-    c.key_warps = 2;
+    c.warps = 2;
     CHECK_THROWS_WITH_AS(internal::lower_operator(inst, c), doctest::Contains("it merges one-warp blocks"),
                          CompileError);
 }
 
 TEST_CASE("decode's cluster merge where the chunks make a portable cluster of one-warp sm_90a blocks") {
-    CHECK(internal::use_cluster_merge(-1, 2, true, 0, -1, 1));
-    CHECK(internal::use_cluster_merge(-1, 8, true, 1, 1, 1));
-    CHECK_FALSE(internal::use_cluster_merge(-1, 1, true, 0, -1, 1));  // one chunk: nothing to merge
-    CHECK_FALSE(internal::use_cluster_merge(-1, 9, true, 0, -1, 1));  // beyond the portable cluster size
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, false, 0, -1, 1));  // sm_80
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 2, -1, 2));  // key-split warps
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, 0, 1));  // two kernels asked for
-    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, -1, 2));  // groups of more than 16 heads
-    CHECK(internal::use_cluster_merge(1, 16, false, 0, -1, 1));  // forced (lowering checks the rest)
-    CHECK_FALSE(internal::use_cluster_merge(0, 4, true, 0, -1, 1));
+    CHECK(internal::use_cluster_merge(-1, 2, true, -1, 1));
+    CHECK(internal::use_cluster_merge(-1, 8, true, 1, 1));
+    CHECK_FALSE(internal::use_cluster_merge(-1, 1, true, -1, 1));  // one chunk: nothing to merge
+    CHECK_FALSE(internal::use_cluster_merge(-1, 9, true, -1, 1));  // beyond the portable cluster size
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, false, -1, 1));  // sm_80
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, 0, 1));  // two kernels asked for
+    CHECK_FALSE(internal::use_cluster_merge(-1, 4, true, -1, 2));  // groups of more than 16 heads
+    CHECK(internal::use_cluster_merge(1, 16, false, -1, 1));  // forced (lowering checks the rest)
+    CHECK_FALSE(internal::use_cluster_merge(0, 4, true, -1, 1));
 }
 
 TEST_CASE(
@@ -638,7 +555,7 @@ TEST_CASE(
     p.kernels = {k};
     p.workspaces = {{"ws", Halide::Expr(16 * 128)}, {"cnt", Halide::Expr(1), true}};
     REQUIRE_NOTHROW(verify(p));
-    const Program laid = internal::lay_out_combine(p, true);
+    const Program laid = internal::lay_out_combine(p);
     CHECK(laid.kernels[0].values.at("acc_c").layout == Layout::WarpRows);
     CHECK(laid.kernels[0].values.at("part").layout == Layout::WarpRows);  // only in the region: not renamed
     CHECK(laid.kernels[0].values.at("acc").layout == Layout::MmaAccumulator);
@@ -671,8 +588,7 @@ TEST_CASE(
                               make_store("part", "out", 0, 128, 12, 128)};
     for (const Block *b : {&live_in, &reduces, &user_tensor, &reads_back}) {
         const Program q = with_combine(*b);
-        const Program same = internal::lay_out_combine(q, true);
+        const Program same = internal::lay_out_combine(q);
         CHECK(to_string(same) == to_string(q));
     }
-    CHECK(to_string(internal::lay_out_combine(p, false)) == to_string(p));
 }

@@ -525,59 +525,6 @@ TEST_CASE("tile IR verify: cluster merges at the top level of clustered kernels,
 
 namespace {
 
-// Key-split dots by hand: 2 warps share q (16 rows, broadcast to both warps' operands) and a
-// 32-row tile b; warp w's rows multiply b's rows [16 w, 16 w + 16): c[16 w + r][n] = q[r] . b[16 w + n].
-tir::Kernel key_split_kernel() {
-    tir::Kernel k;
-    k.name = "split";
-    k.tensors = {{"q", DType::F16, false}, {"b", DType::F16, false}, {"c", DType::F32, true}};
-    k.grid_x = 1;
-    k.warps = 2;
-    k.values = {{"q_s", shared(DType::F16, 16, 16)},
-                {"q_a", operand(DType::F16, 32, 16)},
-                {"b_s", shared(DType::F16, 32, 16)},
-                {"acc", accumulator(32, 16)}};
-    k.body = {tir::make_load("q_s", "q", 0, 16, 16, 16),
-              tir::make_load("b_s", "b", 0, 16, 32, 16),
-              tir::make_barrier(),
-              tir::make_convert("q_a", "q_s"),
-              tir::make_fill("acc", 0.0f),
-              tir::with(tir::make_dot("acc", "q_a", "b_s", true), [](tir::Node &n) { n.b_block_rows = 16; }),
-              tir::make_store("acc", "c", 0, 16, 32, 16)};
-    return k;
-}
-
-}  // namespace
-
-TEST_CASE("tile IR: a key-split dot gives each warp's rows their own slice of b, from one broadcast operand") {
-    const tir::Kernel k = key_split_kernel();
-    CHECK_NOTHROW(tir::verify(k));
-    CHECK(tir::to_string(k).find("acc += dot(q_a, b_s[16 warp ..]^T)") != std::string::npos);
-    HostTensor q = random_tensor("q", DType::F16, {16, 16}, 3), b = random_tensor("b", DType::F16, {32, 16}, 4);
-    HostTensor c = filled("c", DType::F32, {32, 16}, NAN);
-    tir::LaunchArgs args{{{"q", &q}, {"b", &b}, {"c", &c}}, {}, {}};
-    tir::interpret(k, args);
-    for (int w = 0; w < 2; w++)
-        for (int r = 0; r < 16; r++)
-            for (int n = 0; n < 16; n++) {
-                double want = 0;
-                for (int d = 0; d < 16; d++)
-                    want += q.values[size_t(r * 16 + d)] * b.values[size_t((16 * w + n) * 16 + d)];
-                REQUIRE(std::fabs(c.values[size_t((16 * w + r) * 16 + n)] - want) <= 1e-5 * (1 + std::fabs(want)));
-            }
-    // b must hold one slice per warp, and only whole 16-row blocks broadcast.
-    tir::Kernel short_b = k;
-    short_b.values["b_s"] = shared(DType::F16, 16, 16);
-    short_b.body[1] = tir::make_load("b_s", "b", 0, 16, 16, 16);
-    CHECK_THROWS_WITH_AS(tir::verify(short_b), doctest::Contains("a key-split dot reads 16 rows of b per warp"),
-                         InternalError);
-    tir::Kernel odd = k;
-    odd.values["q_s"] = shared(DType::F16, 8, 16);
-    CHECK_THROWS_WITH_AS(tir::verify(odd), doctest::Contains("broadcasts whole 16-row blocks"), InternalError);
-}
-
-namespace {
-
 tir::TileType warp_rows(int rows, int cols) {
     return {DType::F32, rows, cols, tir::Scope::Register, tir::Layout::WarpRows};
 }

@@ -2,7 +2,7 @@
 #define NEPTUNE_RUNTIME_NEPTUNE_HALIDE_H
 /** \file
  * Neptune's kernels inside Halide pipelines, at run time (libHalide-free: only Halide's runtime
- * headers). A fused reduction group becomes an extern stage of the pipeline (neptune/Compile.h);
+ * headers). A fused reduction group becomes an extern stage of the pipeline (neptune/GpuPipeline.h);
  * its calls land in this library (neptune_halide_interop), which answers Halide's bounds queries,
  * validates the buffers, and launches the group's kernels on the buffers' device memory.
  *

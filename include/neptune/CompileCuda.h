@@ -1,10 +1,12 @@
-#ifndef NEPTUNE_RUNTIME_COMPILE_H
-#define NEPTUNE_RUNTIME_COMPILE_H
+#ifndef NEPTUNE_COMPILE_CUDA_H
+#define NEPTUNE_COMPILE_CUDA_H
 /** \file
  * Compiling CUDA C++ to PTX or cubin: NVRTC in process (JIT), nvcc with ptxas's resource report
  * (AOT and inspection), and a cache that compiles a kernel once and loads it through the runtime's
  * C ABI. With NEPTUNE_DUMP_CUDA=<dir> set, every compilation leaves <dir>/<name>.cu, .ptx (when
- * produced) and .log behind. */
+ * produced) and .log behind. The CUDA toolchain's API (src/toolchain/, library neptune_toolchain);
+ * public because apps and generators compile CUDA of their own with it (neptune_bench's baselines,
+ * neptune_gen's resource reports). */
 #include <mutex>
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "neptune/Compile.h"
+#include "neptune/GpuPipeline.h"
 
 #include <cstdio>
 #include <mutex>
@@ -10,7 +10,7 @@
 #include "neptune/HalideCpu.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 namespace neptune {
 

@@ -1,4 +1,4 @@
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 
 #include <cxxabi.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 
 #include "core/SplitChunks.h"
 #include "lower/Lower.h"
@@ -29,36 +29,15 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (c.stages) lo.stages = c.stages;
     if (c.unroll_chunks) lo.unroll_chunks = c.unroll_chunks;
     if (c.fold_combine >= 0) lo.fold_combine = c.fold_combine == 1;
-    if (c.warp_rows_combine >= 0) lo.warp_rows_combine = c.warp_rows_combine == 1;
-    if (c.two_pass_combine >= 0) lo.two_pass_combine = c.two_pass_combine == 1;
     if (c.tma_loads == 1 && c.arch != GpuArch::Sm90a)
         throw CompileError(spec.name + ": TMA copies need sm_90a, not " + arch_name(c.arch));
     if (c.tma_loads >= 0) lo.tma_loads = c.tma_loads == 1;
-    if (c.tma_l2_promotion >= 0) {
-        if (!tir::is_l2_promotion(c.tma_l2_promotion))
-            throw CompileError(spec.name + ": the TMA L2 promotion is 0, 64, 128 or 256 bytes, not " +
-                               std::to_string(c.tma_l2_promotion));
-        lo.tma_l2_promotion = c.tma_l2_promotion;
-    }
-    if (c.key_warps > 1) {
-        if (!a.decode) throw CompileError(spec.name + ": key-split warps are for decode (split-K)");
-        if (group > 16)
-            throw CompileError(spec.name + ": key-split warps hold one 16-row block of query heads; this group has " +
-                               std::to_string(group));
-        if (lo.wgmma) throw CompileError(spec.name + ": key-split warps are mma.sync kernels");
-        if (c.warps && c.warps != c.key_warps)
-            throw CompileError(spec.name + ": key-split blocks have one warp per slice: warps " +
-                               std::to_string(c.warps) + " and key warps " + std::to_string(c.key_warps) +
-                               " disagree (leave warps at 0)");
-        lo.key_warps = c.key_warps;
-        lo.warps = c.key_warps;
-    }
     if (c.cluster_merge == 1) {
         const std::string why =
             !a.decode                  ? "it is for decode (split-K)"
             : c.arch != GpuArch::Sm90a ? "thread block clusters need sm_90a, not " + std::string(arch_name(c.arch))
             : !lo.fold_combine         ? "it is a form of the folded combine (fold_combine 0 asked for two kernels)"
-            : lo.key_warps > 1 || lo.warps != 1
+            : lo.warps != 1
                 ? "it merges one-warp blocks (one state each); this kernel has " + std::to_string(lo.warps) + " warps"
                 : "";
         if (!why.empty()) throw CompileError(spec.name + ": no cluster merge: " + why);
@@ -82,7 +61,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
         choice.chunks = c.chunks;
-        set_split_k_params(out.ints, c.chunks, c.interleave_chunks);
+        set_split_k_params(out.ints, c.chunks);
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);

@@ -1,5 +1,5 @@
-#ifndef NEPTUNE_COMPILE_H
-#define NEPTUNE_COMPILE_H
+#ifndef NEPTUNE_GPU_PIPELINE_H
+#define NEPTUNE_GPU_PIPELINE_H
 /** \file
  * Fused reduction groups on the GPU, inside Halide pipelines. extern_stages() turns each group the
  * outputs depend on (its targets and the epilogue up to the output, e.g. attention's `out`) into an

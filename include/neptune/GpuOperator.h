@@ -1,5 +1,5 @@
-#ifndef NEPTUNE_GPU_GPU_OPERATOR_H
-#define NEPTUNE_GPU_GPU_OPERATOR_H
+#ifndef NEPTUNE_GPU_OPERATOR_H
+#define NEPTUNE_GPU_OPERATOR_H
 /** \file
  * An operator of the suite compiled by Neptune for the GPU: the Halide algorithm, its Neptune
  * schedule, the tile program, the emitted CUDA (NVRTC) and launches through the runtime. */
@@ -12,7 +12,6 @@
 namespace neptune {
 
 struct GpuOptions {
-    int warps = 0;  // 0: 4 for prefill, enough for a KV group for decode
     int block_n = 0;  // keys per tile; 0: 64 for prefill, 32 for decode (64 where groups leave one block per SM)
     int chunks = 0;  // split-K chunks for decode; 0: chosen from the SM count
     int min_blocks = 0;  // __launch_bounds__ blocks per SM (caps registers); 0: 3 for prefill, none for decode
@@ -20,21 +19,11 @@ struct GpuOptions {
     int wgmma = -1;  // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide
     int overlap = -1;  // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns; -1: 2
     int stages = 0;  // K/V copies in flight (cp.async stages or TMA ring buffers); 0: the default
-    int unroll_chunks =
-        0;  // decode's combine: chunks its loops have in flight (fewer where their tiles exceed 128 registers); 0: 4, 1: off
     int fold_combine = -1;  // decode: 1 the last block of each group combines, 0 a separate combine kernel; -1: 1
-    int interleave_chunks =
-        -1;  // decode: 1 chunk c takes KV tiles c, c + chunks, ..., 0 a run of tiles; -1: where chunks are 4 or fewer
-    int warp_rows_combine =
-        -1;  // decode: 1 the combine in warp-rows registers (float4 rows), 0 in mma fragments; -1: 1
-    int two_pass_combine =
-        -1;  // decode: 1 the combine ends the maximum over all chunks first, 0 one rolling pass; -1: 0
     int cluster_merge =
         -1;  // decode on sm_90a: 1 a group's chunk blocks are a cluster merging through shared memory, 0 the workspace fold; -1: where chunks are 2 to 8
-    int key_warps = 0;  // decode: warps per block splitting each KV tile along the keys; 0 or 1: one warp
     int tma_loads =
         -1;  // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default
-    int tma_l2_promotion = -1;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256); -1: the default
     bool dump = false;  // print the tile program and the CUDA source
 };
 
