@@ -205,14 +205,17 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         }
     }
 
-    // 2. The stage's buffers: the first kernel's inputs (q, k, v, f32 extras), then the outputs.
+    // 2. The stage's buffers: the first kernel's inputs (q, k, v, 1-D extras), then the outputs.
     const tir::Program &p0 = built[0].program;
     const tir::Kernel &k0 = p0.kernels.at(0);
     std::set<std::string> workspaces;
     for (const tir::Workspace &w : p0.workspaces) workspaces.insert(w.name);
-    std::vector<std::string> in_names, out_names;
+    std::vector<std::string> in_names, out_names, extra_extent;
     for (const tir::TensorParam &t : k0.tensors)
-        if (!t.output) in_names.push_back(t.name);
+        if (!t.output) {
+            in_names.push_back(t.name);
+            extra_extent.push_back(t.extent);
+        }
     for (const tir::Kernel &k : p0.kernels)
         for (const tir::TensorParam &t : k.tensors)
             if (t.output && !workspaces.count(t.name) &&
@@ -233,7 +236,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         if (it == iso.inputs.end())
             throw InternalError(where + ": the kernels read " + in_names[i] + ", which the group does not");
         const GroupInput &in = it->second;
-        const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{"q_heads"};
+        if (i >= 3 && extra_extent[i].empty())
+            throw InternalError(where + ": the kernels read " + in_names[i] + " without its extent");
+        const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{extra_extent[i]};
         if (in.dimensions != int(dims.size()))
             fail(in.name + " has " + std::to_string(in.dimensions) + " dimensions; the kernels read it as " +
                  std::to_string(dims.size()));

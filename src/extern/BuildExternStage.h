@@ -6,7 +6,8 @@
  * for JIT), described for the run-time launcher (interop/Descriptor.h) and handed to Halide with
  * define_extern. The stage's contract with the launcher, for attention-shaped groups:
  *   buffers  q [dqk, seq_q, q_heads, batch], k [dqk, seq_kv, kv_heads, batch], v [dv, ...],
- *            f32 extras [q_heads] (ALiBi slopes), then the output [dv, seq_q, q_heads, batch]
+ *            1-D int32 or f32 extras [q_heads] or [batch] (ALiBi slopes, keys per batch), then
+ *            the output [dv, seq_q, q_heads, batch]
  *            (innermost first, dense, min 0; the dims of lower/BuildTileProgram's tensors);
  *   scalars  the kernels' int parameters but "chunks" and "interleave", as int32 Exprs of the pipeline;
  *   bounds   the output is bound() to its whole extent, so intermediate realizations are whole. */

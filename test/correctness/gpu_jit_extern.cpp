@@ -1,17 +1,20 @@
 // The JIT entry point on the GPU: an algorithm, its directives and compile_gpu(), realized on Halide
-// buffers and compared with the fp64 reference; and a JIT pipeline where Halide CUDA stages run on
-// both sides of Neptune's stage (q pre-scaled before it, the output doubled after it) in one CUDA
-// context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
+// buffers and compared with the fp64 reference; modifiers of the test's own reading 1-D int32 and f32
+// inputs, against the algorithm unfused on Halide's CPU backend; and a JIT pipeline where Halide CUDA
+// stages run on both sides of Neptune's stage (q pre-scaled before it, the output doubled after it)
+// in one CUDA context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
 // scripts/device/prepare.sh), as the other JIT GPU tests do.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include <sstream>
 #include <string>
 
 #include "Compare.h"
+#include "CustomAttention.h"
 #include "neptune/Compile.h"
 #include "neptune/Half.h"
 #include "neptune/HalideCpu.h"
@@ -167,7 +170,50 @@ void check_mixed_pipeline(bool before, bool after) {
     check_close("out", read(out, inst.outputs[0]), want, attention_tolerance);
 }
 
+/** A modifier of the test's own reading 1-D int32 and f32 inputs over the batch and heads, fused by
+ * rolling_update (or split_k_update in 4 chunks for one query row), against the same algorithm
+ * unfused on Halide's CPU backend. */
+void check_custom(const Modifier &modifier, const AttentionShape &s, bool split_k) {
+    INFO((split_k ? "split-K" : "rolling") << " B=" << s.batch << " H=" << s.q_heads << "/" << s.kv_heads
+                                           << " Sq=" << s.seq_q << " Skv=" << s.seq_kv << " D=" << s.dim);
+    const std::vector<HostTensor> in = custom_inputs(s);
+    const HostTensor want = unfused_output(modifier, s, in);
+    CustomAttention a(modifier, s.dim);
+    a.fuse(split_k ? 4 : 0);
+    ExternOptions o;
+    o.head_dim_qk = s.dim;
+    o.group = split_k ? s.q_heads / s.kv_heads : 0;
+    GpuPipeline p = compile_gpu({a.out}, o);
+    std::vector<Halide::ImageParam> params = a.params();
+    std::vector<Halide::Buffer<>> bound;
+    for (size_t i = 0; i < in.size(); i++) {
+        bound.push_back(to_halide_buffer(in[i]));
+        params[i].set(bound.back());
+    }
+    HostTensor got(want.desc);
+    Halide::Buffer<> out = to_halide_buffer(got);
+    p.realize(out);
+    check_close("out", read(out, want.desc), want, attention_tolerance);
+}
+
+const float neg_inf = -std::numeric_limits<float>::infinity();
+
 }  // namespace
+
+TEST_CASE("gpu jit extern: masks and modifiers reading int32 and f32 inputs over the batch and heads") {
+    // Batches hold seq_kv - 29, 5 and seq_kv keys (a padded KV cache: int32 over the batch).
+    const Modifier keys_per_batch = [](const ScoreArgs &x) {
+        return Halide::select(x.j < x.kv_len(x.n), x.s, neg_inf);
+    };
+    check_custom(keys_per_batch, {3, 8, 2, 200, 333, 128}, false);
+    check_custom(keys_per_batch, {3, 32, 4, 1, 1000, 128}, true);
+    // A causal window as wide as an int32 input over the heads, and an f32 temperature per batch.
+    const Modifier window_per_head = [](const ScoreArgs &x) {
+        return Halide::select(x.j <= x.pos && x.j > x.pos - x.window(x.h), x.s * x.temperature(x.n), neg_inf);
+    };
+    check_custom(window_per_head, {2, 4, 2, 150, 200, 64}, false);
+    check_custom(window_per_head, {2, 8, 2, 1, 700, 64}, true);
+}
 
 TEST_CASE("gpu jit extern: prefill and decode attention through compile_gpu match the fp64 reference") {
     check_operator(instance("prefill_causal", 8, 2, 2, 333), 0);
