@@ -13,6 +13,7 @@
  *   bounds   the output is bound() to its whole extent, so intermediate realizations are whole. */
 #include "Halide.h"
 #include "api/FusedGroups.h"
+#include "extern/IsolateGroup.h"
 #include "neptune/Compile.h"
 
 namespace neptune::internal {
@@ -26,8 +27,17 @@ struct BuiltExternStage {
     ExternStageInfo info;
 };
 
-/** Throws CompileError naming the directive for groups the tile backend cannot lower, missing
- * head dims, unknown extents, or more buffers than an entry point takes. */
+/** Throws CompileError, `where` first, when the tile backend does not lower `plan`: lower/Lower.h's
+ * lowering_refusal, and what to do instead. */
+void refuse_unlowerable(const FusedPlan &plan, const std::string &where);
+
+/** The group cut out at `output` (IsolateGroup.h). Throws CompileError naming the directive and the
+ * stage, with lower/Lower.h's lowering_refusal and what to do instead, when the tile backend does not
+ * lower it. */
+IsolatedGroup isolate_lowerable(const FusedGroup &g, const Halide::Func &output, const ExternOptions &options);
+
+/** Throws CompileError naming the directive for groups the tile backend cannot lower (that reason
+ * first), missing head dims, unknown extents, or more buffers than an entry point takes. */
 BuiltExternStage build_extern_stage(const FusedGroup &group, const Halide::Func &output, const ExternOptions &options);
 
 }  // namespace neptune::internal

@@ -50,8 +50,16 @@ Expr collapse_guards(const Expr &e) {
 
 class Builder {
 public:
+    /** Why the plan does not lower (build_tile_program adds the directive). */
+    struct Refusal {
+        std::string why;
+    };
+
     Builder(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt)
         : plan_(plan), outputs_(outputs), opt_(opt) {}
+
+    /** The chain's shape alone, as attention_shape_refusal asks: throws Refusal. */
+    void recognise_chain() { recognise(); }
 
     Program build() {
         // P·V steps over the keys in mma's k16 slices (an even number of n8 score tiles).
@@ -60,6 +68,7 @@ public:
                  " keys: the tile backend needs a positive multiple of 16 (16, "
                  "32, 64 or 128)");
         recognise();
+        for (const Halide::Func &o : outputs_) recognise_output(o, stage_names_);
         Program p;
         p.arch = opt_.arch;
         if (plan_.variant == Variant::Rolling) {
@@ -103,9 +112,7 @@ private:
         Expr value;  // over stage names (row vectors, the tile stage) and canonical vars
     };
 
-    [[noreturn]] void fail(const std::string &why) const {
-        throw CompileError(plan_.directive + ": the tile backend cannot lower this group: " + why);
-    }
+    [[noreturn]] void fail(const std::string &why) const { throw Refusal{why}; }
 
     int dp() const { return round_up(opt_.head_dim_qk, 16); }
     int dvp() const { return round_up(opt_.head_dim_v, 16); }
@@ -155,7 +162,7 @@ private:
             }
         }
         modifier_ = sdef;
-        std::map<std::string, std::string> names;
+        std::map<std::string, std::string> &names = stage_names_;
         for (const FusedStage &s : plan_.stages) names[s.name] = unique_name(base_name(s.name));
         for (const FusedStage &s : plan_.stages) {
             StageInfo si;
@@ -188,7 +195,6 @@ private:
             if (si.tile && s.reducer != Reducer::Sum) fail(s.name + ": a dot with V must be a sum");
             stages_.push_back(si);
         }
-        for (const Halide::Func &o : outputs_) recognise_output(o, names);
         if (!has_tile_stage()) fail("no stage multiplies by V: nothing to store per output column");
     }
 
@@ -925,6 +931,7 @@ private:
     LowerOptions opt_;
     std::map<std::string, std::string> rename_;
     std::set<std::string> used_names_ = {"s", "q_s", "q_a", "k_s", "v_s"};
+    std::map<std::string, std::string> stage_names_;  // the plan's stage names -> readable, unique
     std::string score_func_, q_, k_, v_;
     Expr hk_, modifier_, visible_;
     std::vector<StageInfo> stages_;
@@ -934,7 +941,18 @@ private:
 }  // namespace
 
 Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
-    return Builder(plan, outputs, opt).build();
+    try {
+        return Builder(plan, outputs, opt).build();
+    } catch (const Builder::Refusal &r) {
+        throw CompileError(plan.directive + ": the tile backend cannot lower this group: " + r.why);
+    }
+}
+
+std::string attention_shape_refusal(const FusedPlan &plan) {
+    try {
+        Builder(plan, {}, LowerOptions{}).recognise_chain();
+    } catch (const Builder::Refusal &r) { return r.why; }
+    return "";
 }
 
 }  // namespace neptune::internal

@@ -318,6 +318,29 @@ TEST_CASE("extern stage: what the tile backend cannot lower, or the options cann
     CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o),
                          doctest::Contains("the tile backend lowers attention-shaped groups"), CompileError);
 
+    // Groups of another shape are refused for their shape, with the Func at fault and what to do, before
+    // any option of the attention kernels (the head dims) is asked for.
+    const auto refusal = [](const std::string &op) {
+        try {
+            compile_gpu(fused(op).outputs, ExternOptions{});
+        } catch (const CompileError &e) { return std::string(e.what()); }
+        return std::string("no CompileError");
+    };
+    for (const char *op : {"softmax", "layernorm", "performer"}) {
+        const std::string why = refusal(op);
+        INFO(op << ": " << why);
+        CHECK(has(why, "fuse_reduction("));
+        CHECK(has(why, "the tile backend lowers attention-shaped groups"));
+        CHECK(has(why, "and this one is not: "));
+        CHECK(has(why, "Run it through lower_to_cpu and Halide's own schedules instead"));
+        CHECK_FALSE(has(why, "head_dim"));
+    }
+    CHECK(has(refusal("softmax"), "(extern stage y): "));
+    CHECK(has(refusal("softmax"), "is not: row_max"));  // Halide may add $N
+    CHECK(has(refusal("softmax"), " must be indexed by (query, head, batch)"));
+    CHECK(has(refusal("layernorm"), "(extern stage inv_std): "));
+    CHECK(has(refusal("layernorm"), "no max reduction without producers (the row max of the scores) starts the chain"));
+
     CHECK_THROWS_WITH_AS(compile("prefill_global",
                                  [] {
                                      ExternOptions none;
