@@ -42,7 +42,10 @@ int32_t jit_acquire_context(Halide::JITUserContext *user_context, void **cuda_co
         return 0;
     }
     *cuda_context = nullptr;
-    if (neptune_get_context(cuda_context) == NEPTUNE_OK) return 0;
+    const int rc = neptune_get_context(cuda_context);
+    if (rc == NEPTUNE_OK) return 0;
+    // After the driver shut down (at exit), Halide's destructors have nothing left to free: no report.
+    if (rc == NEPTUNE_ERROR_SHUT_DOWN) return halide_error_code_gpu_device_error;
     const std::string m =
         std::string("Neptune: Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error();
     report_to_jit(user_context, m.c_str());

@@ -6,8 +6,14 @@
 // scripts/device/prepare.sh), as the other JIT GPU tests do.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 #include <sstream>
@@ -199,6 +205,37 @@ void check_custom(const Modifier &modifier, const AttentionShape &s, bool split_
 const float neg_inf = -std::numeric_limits<float>::infinity();
 
 }  // namespace
+
+TEST_CASE("gpu jit extern: (a child process of the exit test) JIT pipelines run, then the program exits" *
+          doctest::skip()) {
+    check_operator(instance("prefill_causal", 4, 2, 1, 100), 0);
+    check_operator(instance("decode_gqa", 8, 2, 1, 300), 4);
+    std::puts("the pipelines ran");
+}
+
+TEST_CASE("gpu jit extern: a program that ran JIT pipelines on the GPU exits without a word on stderr") {
+    // Halide's JIT pipelines and buffers free their kernels and memory in destructors that run after
+    // the driver shut down at exit: the test runs the case above in a child and reads its stderr.
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+    const std::filesystem::path out = std::filesystem::temp_directory_path() / "neptune_exit_child.txt";
+    const std::string command = "'" + self.string() + "' --no-skip=true --test-case='*(a child process of the exit" +
+                                " test)*' 2>&1 >'" + out.string() + "'";
+    FILE *child = popen(command.c_str(), "r");
+    REQUIRE(child != nullptr);
+    std::string err;
+    char chunk[4096];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, child)) > 0;) err.append(chunk, n);
+    const int status = pclose(child);
+    std::ifstream report(out);
+    const std::string stdout_text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    INFO("the child's stdout:\n" << stdout_text << "\nits stderr:\n" << err);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(stdout_text.find("the pipelines ran") != std::string::npos);
+    CHECK(stdout_text.find("Status: SUCCESS!") != std::string::npos);
+    CHECK(err.empty());
+    std::filesystem::remove(out);
+}
 
 TEST_CASE("gpu jit extern: masks and modifiers reading int32 and f32 inputs over the batch and heads") {
     // Batches hold seq_kv - 29, 5 and seq_kv keys (a padded KV cache: int32 over the batch).
