@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -143,34 +144,89 @@ std::vector<std::string> profile_command(const Profiler &p, const std::string &b
 std::vector<std::string> summary_command(const Profiler &p, const std::string &report) {
     if (p.kind == ProfilerKind::Nsys)
         return {p.path, "stats", "--force-export", "true", "--report", "cuda_gpu_kern_sum", "--format", "csv", report};
-    return {p.path, "--import", report, "--csv"};
+    // The raw page names metrics as ncu defines them (stable across versions, unlike the sections'
+    // labels) and gives their units in a row of their own.
+    return {p.path, "--import", report, "--csv", "--page", "raw"};
 }
 
-std::vector<KernelSummary> parse_ncu_csv(const std::string &text) {
-    const Csv t = read_csv(text, {"ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"}, "ncu --csv");
-    struct Launch {
-        std::string name;
-        std::optional<double> us, sm, mem, dram;
-    };
-    std::map<std::string, Launch> launches;  // by ID
-    std::vector<std::string> order;
+namespace {
+
+// One kernel launch as ncu reports it; figures it does not report stay empty (n/a, never 0).
+struct Launch {
+    std::string name;
+    std::optional<double> us, sm, mem, dram;
+};
+
+// A figure of ncu's in its unit: a duration in microseconds, a throughput only as a percentage.
+std::optional<double> duration_us(const std::string &value, const std::string &unit) {
+    const std::optional<double> v = number(value), k = us_per(unit);
+    if (!v || !k) return std::nullopt;
+    return *v * *k;
+}
+std::optional<double> percent(const std::string &value, const std::string &unit) {
+    return unit == "%" ? number(value) : std::nullopt;
+}
+
+// The details page: one row per launch and metric, named as ncu's sections show them.
+void read_details(const Csv &t, std::vector<std::string> &order, std::map<std::string, Launch> &launches) {
     for (const std::vector<std::string> &f : t.rows) {
         const std::string &id = f[t.col.at("ID")];
         if (!launches.count(id)) order.push_back(id);
         Launch &l = launches[id];
         l.name = f[t.col.at("Kernel Name")];
-        const std::string &metric = f[t.col.at("Metric Name")];
-        const std::optional<double> v = number(f[t.col.at("Metric Value")]);
-        if (!v) continue;
+        const std::string &metric = f[t.col.at("Metric Name")], &unit = f[t.col.at("Metric Unit")],
+                          &value = f[t.col.at("Metric Value")];
         if (metric == "Duration") {
-            if (const std::optional<double> k = us_per(f[t.col.at("Metric Unit")])) l.us = *v * *k;
+            if (const std::optional<double> v = duration_us(value, unit)) l.us = v;
         } else if (metric == "Compute (SM) Throughput" || metric == "SM [%]") {  // the latter: ncu before 2022
-            l.sm = v;
-        } else if ((metric == "Memory Throughput" && f[t.col.at("Metric Unit")] == "%") || metric == "Memory [%]") {
-            l.mem = v;
+            if (const std::optional<double> v = percent(value, "%")) l.sm = v;
+        } else if (metric == "Memory Throughput" || metric == "Memory [%]") {
+            if (const std::optional<double> v = percent(value, metric == "Memory [%]" ? "%" : unit)) l.mem = v;
         } else if (metric == "DRAM Throughput") {
-            l.dram = v;
+            if (const std::optional<double> v = percent(value, unit)) l.dram = v;
         }
+    }
+}
+
+// The raw page: a header of metric names, a row of their units, then one row per launch.
+void read_raw(const Csv &t, std::vector<std::string> &order, std::map<std::string, Launch> &launches) {
+    const std::vector<std::string> *units = nullptr;
+    for (const std::vector<std::string> &f : t.rows)
+        if (f[t.col.at("ID")].empty()) units = &f;  // the units row: no launch ID
+    auto column = [&](std::initializer_list<const char *> names) -> std::optional<size_t> {
+        for (const char *n : names)
+            if (auto it = t.col.find(n); it != t.col.end()) return it->second;
+        return std::nullopt;
+    };
+    const std::optional<size_t> duration = column({"gpu__time_duration.sum"}),
+                                sm = column({"sm__throughput.avg.pct_of_peak_sustained_elapsed"}),
+                                mem = column({"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"}),
+                                dram = column({"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                                               "dram__throughput.avg.pct_of_peak_sustained_elapsed"});
+    auto unit = [&](size_t c) { return units && c < units->size() ? (*units)[c] : std::string(); };
+    for (const std::vector<std::string> &f : t.rows) {
+        const std::string &id = f[t.col.at("ID")];
+        if (id.empty()) continue;
+        if (!launches.count(id)) order.push_back(id);
+        Launch &l = launches[id];
+        l.name = f[t.col.at("Kernel Name")];
+        if (duration) l.us = duration_us(f[*duration], unit(*duration));
+        if (sm) l.sm = percent(f[*sm], unit(*sm));
+        if (mem) l.mem = percent(f[*mem], unit(*mem));
+        if (dram) l.dram = percent(f[*dram], unit(*dram));
+    }
+}
+
+}  // namespace
+
+std::vector<KernelSummary> parse_ncu_csv(const std::string &text) {
+    const Csv t = read_csv(text, {"ID", "Kernel Name"}, "ncu --csv");
+    std::map<std::string, Launch> launches;  // by ID
+    std::vector<std::string> order;
+    if (t.col.count("Metric Name") && t.col.count("Metric Unit") && t.col.count("Metric Value")) {
+        read_details(t, order, launches);
+    } else {
+        read_raw(t, order, launches);
     }
     std::map<std::string, KernelSummary> by_name;
     std::map<std::string, std::array<int, 3>> counts;  // launches reporting sm, memory, dram
@@ -180,7 +236,10 @@ std::vector<KernelSummary> parse_ncu_csv(const std::string &text) {
         std::array<int, 3> &c = counts[l.name];
         k.name = l.name;
         k.launches++;
-        k.total_us += l.us.value_or(0);
+        if (l.us) {
+            k.total_us += *l.us;
+            k.timed++;
+        }
         const std::optional<double> *src[3] = {&l.sm, &l.mem, &l.dram};
         std::optional<double> *dst[3] = {&k.sm_pct, &k.memory_pct, &k.dram_pct};
         for (int i = 0; i < 3; i++)
@@ -203,22 +262,27 @@ std::vector<KernelSummary> parse_nsys_csv(const std::string &text) {
     for (const std::vector<std::string> &f : t.rows) {
         KernelSummary &k = by_name[f[t.col.at("Name")]];
         k.name = f[t.col.at("Name")];
-        k.launches += int(number(f[t.col.at("Instances")]).value_or(0));
-        k.total_us += number(f[t.col.at("Total Time (ns)")]).value_or(0) * 1e-3;
+        const int launches = int(number(f[t.col.at("Instances")]).value_or(0));
+        k.launches += launches;
+        if (const std::optional<double> ns = number(f[t.col.at("Total Time (ns)")])) {
+            k.total_us += *ns * 1e-3;
+            k.timed += launches;
+        }
     }
     return longest_first(by_name);
 }
 
 std::string format_kernels(const std::vector<KernelSummary> &kernels, size_t top) {
-    auto pct = [](const std::optional<double> &v) { return v ? fmt::format("{:.1f}", *v) : std::string("-"); };
+    auto pct = [](const std::optional<double> &v) { return v ? fmt::format("{:.1f}", *v) : std::string("n/a"); };
     std::string out = fmt::format("{:<60} {:>8} {:>12} {:>11} {:>6} {:>6} {:>6}\n", "kernel", "launches", "total us",
                                   "mean us", "SM %", "mem %", "DRAM %");
     for (size_t i = 0; i < kernels.size() && i < top; i++) {
         const KernelSummary &k = kernels[i];
         const std::string name = k.name.size() > 60 ? k.name.substr(0, 57) + "..." : k.name;
-        out +=
-            fmt::format("{:<60} {:>8} {:>12.1f} {:>11.2f} {:>6} {:>6} {:>6}\n", name, k.launches, k.total_us,
-                        k.launches ? k.total_us / k.launches : 0.0, pct(k.sm_pct), pct(k.memory_pct), pct(k.dram_pct));
+        const std::string total = k.timed ? fmt::format("{:.1f}", k.total_us) : "n/a",
+                          mean = k.timed ? fmt::format("{:.2f}", k.total_us / k.timed) : "n/a";
+        out += fmt::format("{:<60} {:>8} {:>12} {:>11} {:>6} {:>6} {:>6}\n", name, k.launches, total, mean,
+                           pct(k.sm_pct), pct(k.memory_pct), pct(k.dram_pct));
     }
     if (kernels.size() > top) out += fmt::format("... and {} more kernels\n", kernels.size() - top);
     return out;

@@ -36,17 +36,23 @@ std::vector<std::string> summary_command(const Profiler &p, const std::string &r
 struct KernelSummary {
     std::string name;
     int launches = 0;
-    double total_us = 0;
+    double total_us = 0;  // over the launches that report a duration
+    int timed = 0;  // those launches: none, and the table says n/a
     std::optional<double> sm_pct, memory_pct, dram_pct;  // means over the launches that report them
 };
 
-/** Reads `ncu --import R --csv` (the details page: one row per kernel launch and metric, with the
- * columns "ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"). Kernels in order of
- * total duration, longest first. Throws std::invalid_argument when the header is missing. */
+/** Reads `ncu --import R --csv --page raw` (a header of "ID", "Kernel Name", ... and metric names, a
+ * row of their units, then one row per kernel launch: gpu__time_duration.sum in its unit,
+ * sm__throughput, gpu__compute_memory_throughput and gpu__dram_throughput as % of peak), or the
+ * details page (one row per launch and metric: "Metric Name", "Metric Unit", "Metric Value").
+ * Numbers may carry thousands separators; a figure a launch lacks, or not in a known unit, stays
+ * unset. Kernels in order of total duration, longest first. Throws std::invalid_argument when the
+ * header is missing. */
 std::vector<KernelSummary> parse_ncu_csv(const std::string &csv);
 /** Reads `nsys stats --report cuda_gpu_kern_sum --format csv` ("Total Time (ns)", "Instances", "Name"). */
 std::vector<KernelSummary> parse_nsys_csv(const std::string &csv);
-/** The `top` longest kernels as a table: name, launches, total and mean time, SM, memory and DRAM %. */
+/** The `top` longest kernels as a table: name, launches, total and mean time, SM, memory and DRAM %
+ * ("n/a" where the profiler reported none). */
 std::string format_kernels(const std::vector<KernelSummary> &kernels, size_t top);
 
 /** Splits one CSV record (RFC 4180 quoting: "a,b" and "" inside quotes). */

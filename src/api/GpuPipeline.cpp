@@ -43,7 +43,10 @@ int32_t jit_acquire_context(Halide::JITUserContext *user_context, void **cuda_co
         return 0;
     }
     *cuda_context = nullptr;
-    if (neptune_get_context(cuda_context) == NEPTUNE_OK) return 0;
+    const int rc = neptune_get_context(cuda_context);
+    if (rc == NEPTUNE_OK) return 0;
+    // After the driver shut down (at exit), Halide's destructors have nothing left to free: no report.
+    if (rc == NEPTUNE_ERROR_SHUT_DOWN) return halide_error_code_gpu_device_error;
     const std::string m =
         std::string("Neptune: Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error();
     report_to_jit(user_context, m.c_str());
@@ -107,9 +110,13 @@ std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs
             throw CompileError(g.plan.directive +
                                ": extern_stages needs the Func that reads the group's stages (its "
                                "epilogue, e.g. attention's out) among the outputs or the Funcs they read");
-        if (readers.size() > 1)
+        if (readers.size() > 1) {
+            // A shape the tile backend does not lower is the first reason (the group cannot be cut out
+            // at one output to ask its isolated plan, so the plan is asked as it stands).
+            internal::refuse_unlowerable(g.plan, g.plan.directive);
             throw CompileError(g.plan.directive + ": the group's stages are read by " + readers[0].name() + " and " +
                                readers[1].name() + "; an extern stage has one output");
+        }
         const Halide::Func *out = &readers[0];
         internal::BuiltExternStage b = internal::build_extern_stage(g, *out, options);
         for (auto &[n, fn] : env) {

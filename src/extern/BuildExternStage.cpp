@@ -110,22 +110,41 @@ std::string join(const std::vector<std::string> &v) {
     return s;
 }
 
+// The stage takes the output's name without Halide's uniquifying suffix ("out$1" -> "out"): the
+// stage, not the epilogue it replaces, is what the pipeline realizes under that name.
+std::string stage_name(const Halide::Func &output) { return output.name().substr(0, output.name().find('$')); }
+
+std::string describe_group(const FusedGroup &g, const Halide::Func &output) {
+    return g.plan.directive + " (extern stage " + stage_name(output) + ")";
+}
+
 }  // namespace
 
+void refuse_unlowerable(const FusedPlan &plan, const std::string &where) {
+    const std::string refusal = lowering_refusal(plan);
+    if (!refusal.empty())
+        throw CompileError(where + ": " + refusal +
+                           ". Run it through lower_to_cpu and Halide's own schedules instead (generators/README.md)");
+}
+
+IsolatedGroup isolate_lowerable(const FusedGroup &g, const Halide::Func &output, const ExternOptions &opt) {
+    IsolatedGroup iso = isolate_group(g, output, opt.extents);
+    refuse_unlowerable(iso.group.plan, describe_group(g, output));
+    return iso;
+}
+
 BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &output, const ExternOptions &opt) {
-    // The stage takes the output's name without Halide's uniquifying suffix ("out$1" -> "out"): the
-    // stage, not the epilogue it replaces, is what the pipeline realizes under that name.
-    const std::string stage = output.name().substr(0, output.name().find('$'));
-    const std::string where = g.plan.directive + " (extern stage " + stage + ")";
+    const std::string stage = stage_name(output);
+    const std::string where = describe_group(g, output);
     auto fail = [&](const std::string &why) -> void { throw CompileError(where + ": " + why); };
+    if (output.function().outputs() != 1) fail("the output must be a single-valued Func");
+    // What the tile backend lowers first: options of the lowering only matter for a group it lowers.
+    IsolatedGroup iso = isolate_lowerable(g, output, opt);
     if (opt.head_dim_qk <= 0) fail("ExternOptions::head_dim_qk is not set: the kernels are compiled for one head dim");
     const int dqk = opt.head_dim_qk, dv = opt.head_dim_v > 0 ? opt.head_dim_v : opt.head_dim_qk;
     if (dqk % 8 || dv % 8)
         fail("head dims must be multiples of 8 (16-byte copies), got " + std::to_string(dqk) + "/" +
              std::to_string(dv));
-    if (output.function().outputs() != 1) fail("the output must be a single-valued Func");
-
-    IsolatedGroup iso = isolate_group(g, output, opt.extents);
     const FusedPlan &plan = iso.group.plan;
     const bool decode = plan.variant == Variant::SplitK;
     std::optional<DType> dtype;
@@ -205,14 +224,17 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         }
     }
 
-    // 2. The stage's buffers: the first kernel's inputs (q, k, v, f32 extras), then the outputs.
+    // 2. The stage's buffers: the first kernel's inputs (q, k, v, 1-D extras), then the outputs.
     const tir::Program &p0 = built[0].program;
     const tir::Kernel &k0 = p0.kernels.at(0);
     std::set<std::string> workspaces;
     for (const tir::Workspace &w : p0.workspaces) workspaces.insert(w.name);
-    std::vector<std::string> in_names, out_names;
+    std::vector<std::string> in_names, out_names, extra_extent;
     for (const tir::TensorParam &t : k0.tensors)
-        if (!t.output) in_names.push_back(t.name);
+        if (!t.output) {
+            in_names.push_back(t.name);
+            extra_extent.push_back(t.extent);
+        }
     for (const tir::Kernel &k : p0.kernels)
         for (const tir::TensorParam &t : k.tensors)
             if (t.output && !workspaces.count(t.name) &&
@@ -233,7 +255,9 @@ BuiltExternStage build_extern_stage(const FusedGroup &g, const Halide::Func &out
         if (it == iso.inputs.end())
             throw InternalError(where + ": the kernels read " + in_names[i] + ", which the group does not");
         const GroupInput &in = it->second;
-        const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{"q_heads"};
+        if (i >= 3 && extra_extent[i].empty())
+            throw InternalError(where + ": the kernels read " + in_names[i] + " without its extent");
+        const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{extra_extent[i]};
         if (in.dimensions != int(dims.size()))
             fail(in.name + " has " + std::to_string(in.dimensions) + " dimensions; the kernels read it as " +
                  std::to_string(dims.size()));

@@ -600,7 +600,10 @@ int neptune_halide_acquire_context(void *user_context, void **cuda_context, bool
     static const bool watch_exit = [] { return std::atexit([] { neptune::interop::exiting = true; }) == 0; }();
     (void)watch_exit;
     *cuda_context = nullptr;
-    if (neptune_get_context(cuda_context) != NEPTUNE_OK) {
+    const int rc = neptune_get_context(cuda_context);
+    // After the driver shut down (at exit), Halide's destructors have nothing left to free: no report.
+    if (rc == NEPTUNE_ERROR_SHUT_DOWN) return halide_error_code_gpu_device_error;
+    if (rc != NEPTUNE_OK) {
         return neptune::interop::report(
             user_context, "", false, halide_error_code_gpu_device_error,
             std::string("Halide's CUDA runtime cannot use Neptune's context: ") + neptune_last_error());

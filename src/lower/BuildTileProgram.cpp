@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "frontend/Symbolic.h"
 #include "neptune/Error.h"
@@ -49,8 +50,16 @@ Expr collapse_guards(const Expr &e) {
 
 class Builder {
 public:
+    /** Why the plan does not lower (build_tile_program adds the directive). */
+    struct Refusal {
+        std::string why;
+    };
+
     Builder(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt)
         : plan_(plan), outputs_(outputs), opt_(opt) {}
+
+    /** The chain's shape alone, as attention_shape_refusal asks: throws Refusal. */
+    void recognise_chain() { recognise(); }
 
     Program build() {
         // P·V steps over the keys in mma's k16 slices (an even number of n8 score tiles).
@@ -59,6 +68,7 @@ public:
                  " keys: the tile backend needs a positive multiple of 16 (16, "
                  "32, 64 or 128)");
         recognise();
+        for (const Halide::Func &o : outputs_) recognise_output(o, stage_names_);
         Program p;
         p.arch = opt_.arch;
         if (plan_.variant == Variant::Rolling) {
@@ -98,9 +108,7 @@ private:
         Expr value;  // over stage names (row vectors, the tile stage) and canonical vars
     };
 
-    [[noreturn]] void fail(const std::string &why) const {
-        throw CompileError(plan_.directive + ": the tile backend cannot lower this group: " + why);
-    }
+    [[noreturn]] void fail(const std::string &why) const { throw Refusal{why}; }
 
     int dp() const { return round_up(opt_.head_dim_qk, 16); }
     int dvp() const { return round_up(opt_.head_dim_v, 16); }
@@ -145,7 +153,7 @@ private:
             }
         }
         modifier_ = sdef;
-        std::map<std::string, std::string> names;
+        std::map<std::string, std::string> &names = stage_names_;
         for (const FusedStage &s : plan_.stages) names[s.name] = unique_name(base_name(s.name));
         for (const FusedStage &s : plan_.stages) {
             StageInfo si;
@@ -178,7 +186,6 @@ private:
             if (si.tile && s.reducer != Reducer::Sum) fail(s.name + ": a dot with V must be a sum");
             stages_.push_back(si);
         }
-        for (const Halide::Func &o : outputs_) recognise_output(o, names);
         if (!has_tile_stage()) fail("no stage multiplies by V: nothing to store per output column");
     }
 
@@ -353,31 +360,69 @@ private:
         k.views[q_] = {int_var("batch") * int_var("q_heads"), int_var("seq_q"), Expr(opt_.head_dim_qk)};
         k.views[k_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_qk)};
         k.views[v_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_v)};
-        for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
+        for (const TensorParam &t : extra_inputs()) k.tensors.push_back(t);
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
         return k;
     }
 
-    // 1-D f32 inputs read inside maps (ALiBi slopes).
-    std::vector<std::string> extra_inputs() const {
-        std::set<std::string> names;
+    // 1-D inputs read inside maps: ALiBi's slopes, a per-head temperature, the keys each batch
+    // holds. Each is int32 or f32 and read at the query head h or the batch index b, which makes its
+    // extent q_heads or batch: the kernels declare it with its element type (an int32 read as float
+    // would neither compare nor index as the Func does) and the extern stage checks its buffer.
+    std::vector<TensorParam> extra_inputs() const {
+        std::map<std::string, const HI::Call *> reads;
         class Find : public HI::IRGraphVisitor {
         public:
-            std::set<std::string> *out;
+            std::map<std::string, const HI::Call *> *reads;
+            std::string twice;
             using HI::IRGraphVisitor::visit;
             void visit(const HI::Call *op) override {
                 HI::IRGraphVisitor::visit(op);
-                if (op->call_type == HI::Call::Image) out->insert(op->name);
+                if (op->call_type != HI::Call::Image) return;
+                auto [it, fresh] = reads->emplace(op->name, op);
+                if (!fresh && (it->second->args.size() != op->args.size() ||
+                               (op->args.size() == 1 && !HI::equal(it->second->args[0], op->args[0]))))
+                    twice = op->name;
             }
         } f;
-        f.out = &names;
+        f.reads = &reads;
         modifier_.accept(&f);
         if (visible_.defined()) visible_.accept(&f);
         for (const StageInfo &s : stages_) s.term.accept(&f);
-        names.erase(q_);
-        names.erase(k_);
-        names.erase(v_);
-        return std::vector<std::string>(names.begin(), names.end());
+        if (!f.twice.empty()) fail("the scores read " + f.twice + " at two different indices");
+        std::vector<TensorParam> out;
+        for (const auto &[name, call] : reads) {
+            if (name == q_ || name == k_ || name == v_) continue;
+            std::ostringstream index;
+            for (size_t a = 0; a < call->args.size(); a++) index << (a ? ", " : "") << call->args[a];
+            const std::string read = name + "(" + index.str() + ")";
+            if (call->args.size() != 1)
+                fail("the scores read " + read +
+                     "; inputs other than q, k and v must be 1-D, read at the query "
+                     "head or the batch index");
+            TensorParam t;
+            t.name = name;
+            if (call->type == Halide::Int(32)) {
+                t.elem = DType::I32;
+            } else if (call->type == Halide::Float(32)) {
+                t.elem = DType::F32;
+            } else {
+                std::ostringstream type;
+                type << call->type;
+                fail("the scores read " + read + " of type " + type.str() + "; 1-D inputs must be int32 or float32");
+            }
+            if (HI::equal(call->args[0], int_var("h"))) {
+                t.extent = "q_heads";
+            } else if (HI::equal(call->args[0], int_var("b"))) {
+                t.extent = "batch";
+            } else {
+                fail("the scores read " + read +
+                     "; 1-D inputs are read at the query head or the batch index of "
+                     "the score Func");
+            }
+            out.push_back(t);
+        }
+        return out;
     }
 
     // Extents of the inputs as the kernel's parameters: q.extent.1 is seq_q, and so on.
@@ -392,7 +437,7 @@ private:
         bind(q_, {Expr(opt_.head_dim_qk), int_var("seq_q"), int_var("q_heads"), int_var("batch")});
         bind(k_, {Expr(opt_.head_dim_qk), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
         bind(v_, {Expr(opt_.head_dim_v), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
-        for (const std::string &t : extra_inputs()) bind(t, {int_var("q_heads")});
+        for (const TensorParam &t : extra_inputs()) bind(t.name, {int_var(t.extent)});
         return m;
     }
 
@@ -695,7 +740,7 @@ private:
         k.name = "neptune_split_k_combine";
         k.warps = opt_.warps;
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "chunks"};
-        for (const std::string &t : extra_inputs()) k.tensors.push_back({t, DType::F32, false});
+        for (const TensorParam &t : extra_inputs()) k.tensors.push_back(t);
         for (const StageInfo &si : stages_) k.tensors.push_back({"ws_" + si.name, DType::F32, false});
         k.grid_x = (int_var("batch") * int_var("q_heads") + bm() - 1) / bm();
         k.grid_y = Expr(1);
@@ -801,6 +846,7 @@ private:
     LowerOptions opt_;
     std::map<std::string, std::string> rename_;
     std::set<std::string> used_names_ = {"s", "q_s", "q_a", "k_s", "v_s"};
+    std::map<std::string, std::string> stage_names_;  // the plan's stage names -> readable, unique
     std::string score_func_, q_, k_, v_;
     Expr hk_, modifier_, visible_;
     std::vector<StageInfo> stages_;
@@ -810,7 +856,18 @@ private:
 }  // namespace
 
 Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
-    return Builder(plan, outputs, opt).build();
+    try {
+        return Builder(plan, outputs, opt).build();
+    } catch (const Builder::Refusal &r) {
+        throw CompileError(plan.directive + ": the tile backend cannot lower this group: " + r.why);
+    }
+}
+
+std::string attention_shape_refusal(const FusedPlan &plan) {
+    try {
+        Builder(plan, {}, LowerOptions{}).recognise_chain();
+    } catch (const Builder::Refusal &r) { return r.why; }
+    return "";
 }
 
 }  // namespace neptune::internal

@@ -102,6 +102,14 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     return o;
 }
 
+std::string lowering_refusal(const FusedPlan &plan) {
+    const std::string attention = attention_shape_refusal(plan);
+    if (attention.empty()) return "";
+    return "the tile backend lowers attention-shaped groups (a max over the keys of q . k scores, then sums of "
+           "functions of them, one times v), and this one is not: " +
+           attention;
+}
+
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
     PassLog log;
     tir::Program p = build_tile_program(plan, outputs, opt);

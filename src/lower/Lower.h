@@ -46,6 +46,12 @@ struct LowerOptions {
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group,
                                    bool windowed = false);
 
+/** Empty when the tile backend lowers `plan`: one of its patterns recognises the plan's chain (today
+ * attention's, build_tile_program). Else what the backend lowers and why this plan is none of it,
+ * naming the stage or Func at fault: callers ask this before any lowering option matters (the head
+ * dims of extern stages), so that a refusal gives the real reason. */
+std::string lowering_refusal(const FusedPlan &plan);
+
 /** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are
  * row reductions of elementwise functions of the scores, or dot products of such functions with

@@ -244,7 +244,14 @@ int neptune_init(void) {
     if (s.init_code != NEPTUNE_OK) return fail(s.init_code, s.init_message);
     // Every thread needs a current context; a thread without one gets Neptune's, one with its own keeps it.
     CUcontext current = nullptr;
-    if (CUresult r = s.cu.cuCtxGetCurrent(&current)) return cuda_fail("cuCtxGetCurrent", r);
+    if (CUresult r = s.cu.cuCtxGetCurrent(&current)) {
+        // At exit the driver shuts down before the destructors of objects made before it started
+        // (Halide's JIT pipelines and buffers), which still ask for the context to free their kernels
+        // and memory: a code of its own lets them give up silently. No message: this thread's
+        // last_error may be destroyed by then (thread-local objects go before static ones).
+        if (r == CUDA_ERROR_DEINITIALIZED) return NEPTUNE_ERROR_SHUT_DOWN;
+        return cuda_fail("cuCtxGetCurrent", r);
+    }
     if (!current) {
         if (CUresult r = s.cu.cuCtxSetCurrent(s.context)) return cuda_fail("cuCtxSetCurrent", r);
     }

@@ -95,6 +95,9 @@ struct TensorParam {
     std::string name;
     DType elem = DType::F16;
     bool output = false;
+    /** A 1-D input read inside maps (ALiBi slopes, a length per batch): the int param that is its
+     * extent, as it is read at the query head (q_heads) or the batch index (batch); else empty. */
+    std::string extent = {};  // a default: the aggregate initializers elsewhere omit it
 };
 
 /** A tensor as planes of rows x cols (q: batch * heads planes of seq x head_dim), over the int

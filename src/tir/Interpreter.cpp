@@ -71,7 +71,7 @@ enum class Op {
     Floor,
     Ceil,
     Pow,  // calls
-    Load  // a 1-D input read inside a map (ALiBi slopes)
+    Load  // a 1-D input read inside a map (ALiBi slopes, a length per batch)
 };
 
 struct Code {
@@ -180,7 +180,8 @@ double eval(const Code &c, int r, int col) {
         if (i < 0 || i >= double(c.tensor->values.size()))
             throw EvalError{"read of " + c.tensor->desc.name + " at " + std::to_string(int64_t(i)) +
                             " is out of bounds"};
-        return double(float(c.tensor->values[size_t(i)]));
+        const double v = c.tensor->values[size_t(i)];
+        return c.flt ? double(float(v)) : v;  // an int32 input keeps every value, as the kernel's int does
     }
     default: return unary(c.op, arg(0));
     }

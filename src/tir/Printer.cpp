@@ -121,7 +121,8 @@ std::string to_string(const Kernel &k) {
     os << "kernel " << k.name << "\n";
     std::vector<std::string> tensors;
     for (const TensorParam &t : k.tensors)
-        tensors.push_back(t.name + " " + dtype_name(t.elem) + (t.output ? " (out)" : ""));
+        tensors.push_back(t.name + " " + dtype_name(t.elem) + (t.extent.empty() ? "" : "[" + t.extent + "]") +
+                          (t.output ? " (out)" : ""));
     os << "  tensors: " << join(tensors) << "\n";
     if (!k.int_params.empty()) os << "  int params: " << join(k.int_params) << "\n";
     if (!k.float_params.empty()) os << "  float params: " << join(k.float_params) << "\n";

@@ -1,17 +1,26 @@
 // The JIT entry point on the GPU: an algorithm, its directives and compile_gpu(), realized on Halide
-// buffers and compared with the fp64 reference; and a JIT pipeline where Halide CUDA stages run on
-// both sides of Neptune's stage (q pre-scaled before it, the output doubled after it) in one CUDA
-// context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
+// buffers and compared with the fp64 reference; modifiers of the test's own reading 1-D int32 and f32
+// inputs, against the algorithm unfused on Halide's CPU backend; and a JIT pipeline where Halide CUDA
+// stages run on both sides of Neptune's stage (q pre-scaled before it, the output doubled after it)
+// in one CUDA context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
 // scripts/gpu/prepare.sh), as the other JIT GPU tests do.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
 
 #include <sstream>
 #include <string>
 
 #include "Compare.h"
+#include "CustomAttention.h"
 #include "neptune/GpuPipeline.h"
 #include "neptune/Half.h"
 #include "neptune/HalideCpu.h"
@@ -167,7 +176,81 @@ void check_mixed_pipeline(bool before, bool after) {
     check_close("out", read(out, inst.outputs[0]), want, attention_tolerance);
 }
 
+/** A modifier of the test's own reading 1-D int32 and f32 inputs over the batch and heads, fused by
+ * rolling_update (or split_k_update in 4 chunks for one query row), against the same algorithm
+ * unfused on Halide's CPU backend. */
+void check_custom(const Modifier &modifier, const AttentionShape &s, bool split_k) {
+    INFO((split_k ? "split-K" : "rolling") << " B=" << s.batch << " H=" << s.q_heads << "/" << s.kv_heads
+                                           << " Sq=" << s.seq_q << " Skv=" << s.seq_kv << " D=" << s.dim);
+    const std::vector<HostTensor> in = custom_inputs(s);
+    const HostTensor want = unfused_output(modifier, s, in);
+    CustomAttention a(modifier, s.dim);
+    a.fuse(split_k ? 4 : 0);
+    ExternOptions o;
+    o.head_dim_qk = s.dim;
+    o.group = split_k ? s.q_heads / s.kv_heads : 0;
+    GpuPipeline p = compile_gpu({a.out}, o);
+    std::vector<Halide::ImageParam> params = a.params();
+    std::vector<Halide::Buffer<>> bound;
+    for (size_t i = 0; i < in.size(); i++) {
+        bound.push_back(to_halide_buffer(in[i]));
+        params[i].set(bound.back());
+    }
+    HostTensor got(want.desc);
+    Halide::Buffer<> out = to_halide_buffer(got);
+    p.realize(out);
+    check_close("out", read(out, want.desc), want, attention_tolerance);
+}
+
+const float neg_inf = -std::numeric_limits<float>::infinity();
+
 }  // namespace
+
+TEST_CASE("gpu jit extern: (a child process of the exit test) JIT pipelines run, then the program exits" *
+          doctest::skip()) {
+    check_operator(instance("prefill_causal", 4, 2, 1, 100), 0);
+    check_operator(instance("decode_gqa", 8, 2, 1, 300), 4);
+    std::puts("the pipelines ran");
+}
+
+TEST_CASE("gpu jit extern: a program that ran JIT pipelines on the GPU exits without a word on stderr") {
+    // Halide's JIT pipelines and buffers free their kernels and memory in destructors that run after
+    // the driver shut down at exit: the test runs the case above in a child and reads its stderr.
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+    const std::filesystem::path out = std::filesystem::temp_directory_path() / "neptune_exit_child.txt";
+    const std::string command = "'" + self.string() + "' --no-skip=true --test-case='*(a child process of the exit" +
+                                " test)*' 2>&1 >'" + out.string() + "'";
+    FILE *child = popen(command.c_str(), "r");
+    REQUIRE(child != nullptr);
+    std::string err;
+    char chunk[4096];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, child)) > 0;) err.append(chunk, n);
+    const int status = pclose(child);
+    std::ifstream report(out);
+    const std::string stdout_text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    INFO("the child's stdout:\n" << stdout_text << "\nits stderr:\n" << err);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(stdout_text.find("the pipelines ran") != std::string::npos);
+    CHECK(stdout_text.find("Status: SUCCESS!") != std::string::npos);
+    CHECK(err.empty());
+    std::filesystem::remove(out);
+}
+
+TEST_CASE("gpu jit extern: masks and modifiers reading int32 and f32 inputs over the batch and heads") {
+    // Batches hold seq_kv - 29, 5 and seq_kv keys (a padded KV cache: int32 over the batch).
+    const Modifier keys_per_batch = [](const ScoreArgs &x) {
+        return Halide::select(x.j < x.kv_len(x.n), x.s, neg_inf);
+    };
+    check_custom(keys_per_batch, {3, 8, 2, 200, 333, 128}, false);
+    check_custom(keys_per_batch, {3, 32, 4, 1, 1000, 128}, true);
+    // A causal window as wide as an int32 input over the heads, and an f32 temperature per batch.
+    const Modifier window_per_head = [](const ScoreArgs &x) {
+        return Halide::select(x.j <= x.pos && x.j > x.pos - x.window(x.h), x.s * x.temperature(x.n), neg_inf);
+    };
+    check_custom(window_per_head, {2, 4, 2, 150, 200, 64}, false);
+    check_custom(window_per_head, {2, 8, 2, 1, 700, 64}, true);
+}
 
 TEST_CASE("gpu jit extern: prefill and decode attention through compile_gpu match the fp64 reference") {
     check_operator(instance("prefill_causal", 8, 2, 2, 333), 0);

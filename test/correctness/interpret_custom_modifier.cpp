@@ -1,129 +1,95 @@
 // Score modifiers of a user's own (README: "Add your own generator"; tutorial lesson 10) through the
 // tile backend, before any GPU run: attention written in plain Halide with the modifier in its score
-// Func, fused by rolling_update, lowered for sm_80 (mma.sync) and sm_90a (wgmma, TMA, warp
-// specialization), run in the tile-IR interpreter, and compared with the same algorithm unfused on
-// Halide's CPU backend. The modifiers read the row, the column and 1-D inputs over the query heads.
+// Func, fused by rolling_update (or split_k_update for one query row), lowered for sm_80 (mma.sync)
+// and sm_90a (wgmma, TMA, warp specialization), run in the tile-IR interpreter, and compared with the
+// same algorithm unfused on Halide's CPU backend. The modifiers and masks read the row, the column
+// and 1-D inputs, f32 and int32, over the query heads and over the batch.
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
+#include "CustomAttention.h"
+#include "core/SplitChunks.h"
 #include "lower/Lower.h"
-#include "neptune/Directives.h"
-#include "neptune/HalideCpu.h"
 #include "tir/Interpreter.h"
 
 using namespace neptune;
+using namespace neptune::testing;
 using Halide::Expr;
-using Halide::Func;
 
 namespace {
 
-// The score of key j for query i of head h from the scaled dot product, the query's position, and
-// the two per-head inputs.
-using Modifier = std::function<Expr(Expr scaled, Expr pos, Expr j, Func a, Func b, Expr h)>;
+enum class Fusion { Rolling, SplitK };
 
-struct Shape {
-    int batch, q_heads, kv_heads, seq_q, seq_kv, dim;
-};
-
-struct Attention {
-    Halide::ImageParam q{Halide::Float(16), 4, "q"}, k{Halide::Float(16), 4, "k"}, v{Halide::Float(16), 4, "v"};
-    Halide::ImageParam a{Halide::Float(32), 1, "a"}, b{Halide::Float(32), 1, "b"};
-    Func out, acc, row_sum;
-    Halide::RDom kv;
-
-    Attention(const Modifier &modifier, int dim) {
-        Halide::Var d("d"), e("e"), i("i"), j("j"), h("h"), n("n");
-        const Expr seq_q = q.dim(1).extent(), seq_kv = k.dim(1).extent();
-        const Expr hk = h / (q.dim(2).extent() / k.dim(2).extent());
-        Halide::RDom rd(0, dim, "rd");
-        Func qk("qk"), score("score"), row_max("row_max");
-        qk(j, i, h, n) = 0.0f;
-        qk(j, i, h, n) += Halide::cast<float>(q(rd, i, h, n)) * Halide::cast<float>(k(rd, j, hk, n));
-        score(j, i, h, n) = modifier(qk(j, i, h, n) * (1.0f / std::sqrt(float(dim))), seq_kv - seq_q + i, j, a, b, h);
-        kv = Halide::RDom(0, seq_kv, "kv");
-        row_max = Func("row_max");
-        row_max(i, h, n) = -std::numeric_limits<float>::infinity();
-        row_max(i, h, n) = Halide::max(row_max(i, h, n), score(kv, i, h, n));
-        const Expr p = Halide::exp(score(kv, i, h, n) - row_max(i, h, n));
-        row_sum = Func("row_sum");
-        row_sum(i, h, n) = 0.0f;
-        row_sum(i, h, n) += p;
-        acc = Func("acc");
-        acc(e, i, h, n) = 0.0f;
-        acc(e, i, h, n) += p * Halide::cast<float>(v(e, kv, hk, n));
-        out = Func("out");
-        out(e, i, h, n) = acc(e, i, h, n) / row_sum(i, h, n);  // f32, to compare at fp32's precision
-    }
-};
-
-std::vector<HostTensor> inputs(const Shape &s) {
-    std::vector<HostTensor> t = {HostTensor({"q", DType::F16, {s.batch, s.q_heads, s.seq_q, s.dim}}),
-                                 HostTensor({"k", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
-                                 HostTensor({"v", DType::F16, {s.batch, s.kv_heads, s.seq_kv, s.dim}}),
-                                 HostTensor({"a", DType::F32, {s.q_heads}}),
-                                 HostTensor({"b", DType::F32, {s.q_heads}})};
-    uint64_t x = 12345;
-    auto uniform = [&]() {  // a small LCG: reproducible, no dependence on the suite's generators
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        return double(x >> 11) / double(1ull << 53) * 2.0 - 1.0;
-    };
-    for (size_t n = 0; n < 3; n++)
-        for (double &v : t[n].values) v = 2.0 * uniform();
-    for (int h = 0; h < s.q_heads; h++) {
-        t[3].values[size_t(h)] = 0.5 + 0.5 * h;
-        t[4].values[size_t(h)] = 0.3 * (h % 3);
-    }
-    for (HostTensor &v : t) v.round_to_dtype();
-    return t;
-}
-
-void check(const Modifier &modifier, const Shape &s, GpuArch arch) {
-    INFO(arch_name(arch) << " B=" << s.batch << " H=" << s.q_heads << "/" << s.kv_heads << " Sq=" << s.seq_q
-                         << " Skv=" << s.seq_kv << " D=" << s.dim);
-    std::vector<HostTensor> in = inputs(s);
-    const TensorDesc out_desc{"out", DType::F32, {s.batch, s.q_heads, s.seq_q, s.dim}};
-
-    // The unfused algorithm on Halide's CPU backend: the oracle.
-    Attention plain(modifier, s.dim);
-    std::vector<Halide::ImageParam> params = {plain.q, plain.k, plain.v, plain.a, plain.b};
-    for (size_t n = 0; n < params.size(); n++) params[n].set(to_halide_buffer(in[n]));
-    schedule_reductions_at_root({plain.out});
-    Halide::Buffer<float> want = plain.out.realize({s.dim, s.seq_q, s.q_heads, s.batch}, cpu_target());
+void check(const Modifier &modifier, const AttentionShape &s, GpuArch arch, Fusion fusion = Fusion::Rolling) {
+    INFO(arch_name(arch) << (fusion == Fusion::SplitK ? " split-K" : " rolling") << " B=" << s.batch
+                         << " H=" << s.q_heads << "/" << s.kv_heads << " Sq=" << s.seq_q << " Skv=" << s.seq_kv
+                         << " D=" << s.dim);
+    std::vector<HostTensor> in = custom_inputs(s);
+    const HostTensor want = unfused_output(modifier, s, in);  // the oracle
 
     // The fused group's tile program in the interpreter.
-    Attention fused(modifier, s.dim);
-    FusedReduction group = fuse_reduction({fused.acc, fused.row_sum}, Halide::RVar(fused.kv.x)).rolling_update(64);
-    internal::LowerOptions lo = internal::default_lower_options(arch, DType::F16, s.dim, s.dim, false, 1);
+    CustomAttention fused(modifier, s.dim);
+    const bool split_k = fusion == Fusion::SplitK;
+    const int chunks = 3;
+    const FusedReduction group = fused.fuse(split_k ? chunks : 0);
+    internal::LowerOptions lo =
+        internal::default_lower_options(arch, DType::F16, s.dim, s.dim, split_k, s.q_heads / s.kv_heads);
+    if (split_k) lo.block_n = 32;
     const tir::Program program = internal::lower_to_tiles(group.plan(), {fused.out}, lo);
-    HostTensor got(out_desc);
+    HostTensor got(want.desc);
     std::fill(got.values.begin(), got.values.end(), NAN);  // unwritten elements fail
     tir::LaunchArgs args;
     for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
     args.tensors["out"] = &got;
     args.ints = {
         {"batch", s.batch}, {"q_heads", s.q_heads}, {"kv_heads", s.kv_heads}, {"seq_q", s.seq_q}, {"seq_kv", s.seq_kv}};
+    if (split_k) internal::set_split_k_params(args.ints, chunks);
+    std::vector<HostTensor> workspaces;
+    workspaces.reserve(program.workspaces.size());
+    for (const tir::Workspace &w : program.workspaces) {
+        std::map<std::string, Expr> m;
+        for (auto &[k, v] : args.ints) m[k] = Expr(int(v));
+        const Expr n = Halide::Internal::simplify(Halide::Internal::substitute(m, w.elements));
+        workspaces.emplace_back(TensorDesc{w.name, DType::F32, {n.as<Halide::Internal::IntImm>()->value}});
+        args.tensors[w.name] = &workspaces.back();
+    }
     tir::interpret(program, args);
 
-    std::vector<double> expected(got.values.size());
-    for (size_t n = 0; n < expected.size(); n++) expected[n] = double(want.data()[n]);
-    const ErrorStats e = compare(got.values, expected);
-    INFO(e.describe(out_desc));
+    const ErrorStats e = compare(got.values, want.values);
+    INFO(e.describe(want.desc));
     CHECK(e.nonfinite == 0);
     CHECK(e.rel_rms() < 2e-3);  // the probabilities go to the tensor cores in f16
 }
 
 // Lesson 10's: a temperature per head and a logarithmic distance penalty per head.
-Expr temperature_log_decay(Expr s, Expr pos, Expr j, Func a, Func b, Expr h) {
-    return s * a(h) - b(h) * Halide::log(1.0f + Halide::abs(Halide::cast<float>(pos) - Halide::cast<float>(j)));
+Expr temperature_log_decay(const ScoreArgs &x) {
+    return x.s * x.a(x.h) -
+           x.b(x.h) * Halide::log(1.0f + Halide::abs(Halide::cast<float>(x.pos) - Halide::cast<float>(x.j)));
 }
 
 // A sigmoid gate on the distance, and a per-head offset: s * sigmoid(a[h] - |pos - j| / 16) + b[h].
-Expr sigmoid_gate(Expr s, Expr pos, Expr j, Func a, Func b, Expr h) {
-    const Expr dist = Halide::abs(Halide::cast<float>(pos - j));
-    return s / (1.0f + Halide::exp(dist * (1.0f / 16.0f) - a(h))) + b(h);
+Expr sigmoid_gate(const ScoreArgs &x) {
+    const Expr dist = Halide::abs(Halide::cast<float>(x.pos - x.j));
+    return x.s / (1.0f + Halide::exp(dist * (1.0f / 16.0f) - x.a(x.h))) + x.b(x.h);
+}
+
+const float neg_inf = -std::numeric_limits<float>::infinity();
+
+// The keys each batch holds (a padded KV cache): an int32 input over the batch in the mask.
+Expr keys_per_batch(const ScoreArgs &x) { return Halide::select(x.j < x.kv_len(x.n), x.s, neg_inf); }
+
+// A causal sliding window as wide as an int32 input over the heads, and a temperature per batch, f32.
+Expr window_per_head(const ScoreArgs &x) {
+    return Halide::select(x.j <= x.pos && x.j > x.pos - x.window(x.h), x.s * x.temperature(x.n), neg_inf);
+}
+
+// A bias from the distance to the batch's last key (int32 over the batch) at an f32 rate per head, and
+// a mask comparing that distance in f32 with an f32 input over the batch.
+Expr distance_to_last_key(const ScoreArgs &x) {
+    const Expr dist = Halide::cast<float>(x.kv_len(x.n) - x.j);
+    return Halide::select(dist > -64.0f * x.temperature(x.n), x.s - 0.05f * x.a(x.h) * Halide::abs(dist), neg_inf);
 }
 
 }  // namespace
@@ -137,4 +103,19 @@ TEST_CASE("interpret custom modifier: a per-head temperature and log-distance de
 
 TEST_CASE("interpret custom modifier: a sigmoid gate on the distance with a per-head offset") {
     for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) check(sigmoid_gate, {1, 2, 2, 130, 130, 128}, arch);
+}
+
+TEST_CASE("interpret custom modifier: masks and modifiers reading int32 and f32 inputs over the batch and heads") {
+    // Batches hold seq_kv - 29, 5 and seq_kv keys: a partial tile, one tile, all of them.
+    for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+        INFO("keys per batch");
+        check(keys_per_batch, {3, 4, 2, 150, 200, 64}, arch);
+        check(keys_per_batch, {3, 8, 2, 1, 300, 64}, arch, Fusion::SplitK);
+        INFO("a window per head");
+        check(window_per_head, {2, 4, 2, 150, 200, 64}, arch);
+        check(window_per_head, {2, 4, 2, 1, 300, 64}, arch, Fusion::SplitK);
+        INFO("a distance to the batch's last key");
+        check(distance_to_last_key, {3, 2, 2, 100, 200, 64}, arch);
+        check(distance_to_last_key, {3, 4, 1, 1, 300, 64}, arch, Fusion::SplitK);
+    }
 }

@@ -88,6 +88,64 @@ TEST_CASE("bench profiler: ncu's details page becomes a per-kernel summary, long
                          std::invalid_argument);
 }
 
+TEST_CASE("bench profiler: ncu's raw page, metric names over a row of units, becomes the per-kernel summary") {
+    // As ncu 2025 prints `--import R --csv --page raw`: the launch columns and the collected metrics
+    // by name (a subset here, in ncu's order), their units, then one row per launch. Durations in
+    // nsecond, usecond and msecond; thousands separators; a launch without the throughputs; a kernel
+    // without a duration (n/a in the table, not 0).
+    const std::string csv =
+        "==PROF== Disconnected from process 42\n"
+        R"x("ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed")x"
+        "\n"
+        R"x("","","","","","","","","","","","Mbyte","%","%","nsecond","%")x"
+        "\n"
+        R"x("0","42","neptune_bench","h","neptune_rolling","1","7","(256, 1, 1)","(8, 32, 2)","0","9.0","1,024.50","61.25","58.50","12,345","43.10")x"
+        "\n"
+        R"x("1","42","neptune_bench","h","neptune_rolling","1","7","(256, 1, 1)","(8, 32, 2)","0","9.0","1,024.50","","","7,655","")x"
+        "\n"
+        R"x("2","42","neptune_bench","h","void at::native::(anonymous namespace)::softmax_warp_forward<float, 2>(float *, int)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","12.00","10.00","9.00","","5.00")x"
+        "\n";
+    const std::vector<KernelSummary> k = parse_ncu_csv(csv);
+    REQUIRE(k.size() == 2);
+    CHECK(k[0].name == "neptune_rolling");
+    CHECK(k[0].launches == 2);
+    CHECK(k[0].timed == 2);
+    CHECK(k[0].total_us == doctest::Approx(20.0));  // 12,345 + 7,655 ns
+    CHECK(*k[0].sm_pct == doctest::Approx(43.1));  // the one launch that reports it
+    CHECK(*k[0].memory_pct == doctest::Approx(61.25));
+    CHECK(*k[0].dram_pct == doctest::Approx(58.5));
+    CHECK(k[1].name == "void at::native::(anonymous namespace)::softmax_warp_forward<float, 2>(float *, int)");
+    CHECK(k[1].timed == 0);
+    CHECK(*k[1].sm_pct == doctest::Approx(5.0));
+    const std::string table = format_kernels(k, 2);
+    INFO(table);
+    CHECK(table.find("20.0") != std::string::npos);
+    CHECK(table.find("10.00") != std::string::npos);  // mean of 12.345 and 7.655 us
+    CHECK(table.find("43.1") != std::string::npos);
+    CHECK(table.find("n/a") != std::string::npos);  // the softmax's duration
+    CHECK(table.find(" 0.0 ") == std::string::npos);
+
+    // Units as the row gives them: microseconds and milliseconds; a throughput not in % is not one.
+    const std::string other_units =
+        R"x("ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed")x"
+        "\n"
+        R"x("","","usecond","")x"
+        "\n"
+        R"x("0","k","2.50","40")x"
+        "\n";
+    const std::vector<KernelSummary> u = parse_ncu_csv(other_units);
+    REQUIRE(u.size() == 1);
+    CHECK(u[0].total_us == doctest::Approx(2.5));
+    CHECK_FALSE(u[0].sm_pct);
+    const std::string ms = R"x("ID","Kernel Name","gpu__time_duration.sum")x"
+                           "\n"
+                           R"x("","","msecond")x"
+                           "\n"
+                           R"x("0","k","1.5")x"
+                           "\n";
+    CHECK(parse_ncu_csv(ms).at(0).total_us == doctest::Approx(1500.0));
+}
+
 TEST_CASE("bench profiler: nsys's kernel summary is read by column name") {
     const std::string csv =
         " ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\n"
@@ -122,7 +180,7 @@ TEST_CASE("bench profiler: the profiler is chosen by name and its absence is exp
                                           "--force-overwrite", "--export", "out/x", "bench", "profile"});
     CHECK(report_file(p, "out/x") == "out/x.ncu-rep");
     CHECK(summary_command(p, "out/x.ncu-rep") ==
-          std::vector<std::string>{dir + "/ncu", "--import", "out/x.ncu-rep", "--csv"});
+          std::vector<std::string>{dir + "/ncu", "--import", "out/x.ncu-rep", "--csv", "--page", "raw"});
     setenv("PATH", old.c_str(), 1);
     CHECK(run_command({"rm", "-rf", dir}) == 0);
 }

@@ -4,8 +4,12 @@
 // options Neptune refuses. Runs on any machine; the GPU run is correctness/gpu_jit_extern.
 #include <doctest/doctest.h>
 
+#include <limits>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
+#include "CustomAttention.h"
 #include "GpuProbe.h"
 #include "neptune/GpuPipeline.h"
 #include "neptune/Error.h"
@@ -143,6 +147,63 @@ TEST_CASE("extern stage: ALiBi's slopes are an f32 input over the query heads, a
     CHECK(d["buffers"][3]["dims"] == nlohmann::json({"q_heads"}));
 }
 
+TEST_CASE("extern stage: masks and modifiers reading int32 and f32 inputs over the batch and heads compile") {
+    // A padded KV cache's keys per batch (int32), a window per head (int32), a temperature per batch
+    // (f32): each kernel declares the input with its element type, and the stage's buffer has the
+    // extent of the index it is read at. NVRTC compiles the rolling and split-K kernels of both families.
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const testing::Modifier masked = [&](const testing::ScoreArgs &x) {
+        return Halide::select(x.j < x.kv_len(x.n) && x.j > x.pos - x.window(x.h), x.s * x.temperature(x.n), neg_inf);
+    };
+    for (const char *arch : {"sm_80", "sm_90a"})
+        for (bool split_k : {false, true}) {
+            INFO(arch << (split_k ? " split-K" : " rolling"));
+            testing::CustomAttention a(masked, 64);
+            a.fuse(split_k ? 4 : 0);
+            ExternOptions o;
+            o.head_dim_qk = 64;
+            o.jit_arch = arch;
+            GpuPipeline p = compile_gpu({a.out}, o);
+            CHECK(has(p.cuda_source(), "const int *__restrict__ kv_len"));
+            CHECK(has(p.cuda_source(), "const int *__restrict__ window"));
+            CHECK(has(p.cuda_source(), "const float *__restrict__ temperature"));
+            const nlohmann::json d = descriptor(p);
+            REQUIRE(d["buffers"].size() == 7);
+            std::map<std::string, nlohmann::json> by_name;
+            for (const nlohmann::json &b : d["buffers"]) by_name[b["name"].get<std::string>()] = b;
+            CHECK(by_name["kv_len"]["type_code"] == int(halide_type_int));
+            CHECK(by_name["kv_len"]["bits"] == 32);
+            CHECK(by_name["kv_len"]["dims"] == nlohmann::json({"batch"}));
+            CHECK(by_name["window"]["type_code"] == int(halide_type_int));
+            CHECK(by_name["window"]["dims"] == nlohmann::json({"q_heads"}));
+            CHECK(by_name["temperature"]["type_code"] == int(halide_type_float));
+            CHECK(by_name["temperature"]["dims"] == nlohmann::json({"batch"}));
+        }
+
+    // Read at another index than the query head or the batch, or of another type: the reason, by name.
+    const testing::Modifier at_key = [&](const testing::ScoreArgs &x) {
+        return Halide::select(x.j < x.kv_len(x.j % 2), x.s, neg_inf);
+    };
+    testing::CustomAttention a(at_key, 64);
+    a.fuse(0);
+    ExternOptions o;
+    o.head_dim_qk = 64;
+    o.jit_arch = "sm_80";
+    CHECK_THROWS_WITH_AS(compile_gpu({a.out}, o),
+                         doctest::Contains("the scores read kv_len((kv % 2)); 1-D inputs are read at the query head "
+                                           "or the batch index"),
+                         CompileError);
+    Halide::ImageParam flags(Halide::UInt(8), 1, "flags");
+    const testing::Modifier bytes = [&](const testing::ScoreArgs &x) {
+        return Halide::select(flags(x.n) != 0, x.s, neg_inf);
+    };
+    testing::CustomAttention c(bytes, 64);
+    c.fuse(0);
+    CHECK_THROWS_WITH_AS(
+        compile_gpu({c.out}, o),
+        doctest::Contains("the scores read flags(b) of type uint8; 1-D inputs must be int32 or float32"), CompileError);
+}
+
 TEST_CASE("extern stage: decode is one split-K kernel that picks its chunks at run time and checks its grouping") {
     ExternOptions o = head_dim_128();
     o.group = 8;
@@ -256,6 +317,29 @@ TEST_CASE("extern stage: what the tile backend cannot lower, or the options cann
     const ExternOptions o = head_dim_128();
     CHECK_THROWS_WITH_AS(compile_gpu(fused("softmax").outputs, o),
                          doctest::Contains("the tile backend lowers attention-shaped groups"), CompileError);
+
+    // Groups of another shape are refused for their shape, with the Func at fault and what to do, before
+    // any option of the attention kernels (the head dims) is asked for.
+    const auto refusal = [](const std::string &op) {
+        try {
+            compile_gpu(fused(op).outputs, ExternOptions{});
+        } catch (const CompileError &e) { return std::string(e.what()); }
+        return std::string("no CompileError");
+    };
+    for (const char *op : {"softmax", "layernorm", "performer"}) {
+        const std::string why = refusal(op);
+        INFO(op << ": " << why);
+        CHECK(has(why, "fuse_reduction("));
+        CHECK(has(why, "the tile backend lowers attention-shaped groups"));
+        CHECK(has(why, "and this one is not: "));
+        CHECK(has(why, "Run it through lower_to_cpu and Halide's own schedules instead"));
+        CHECK_FALSE(has(why, "head_dim"));
+    }
+    CHECK(has(refusal("softmax"), "(extern stage y): "));
+    CHECK(has(refusal("softmax"), "is not: row_max"));  // Halide may add $N
+    CHECK(has(refusal("softmax"), " must be indexed by (query, head, batch)"));
+    CHECK(has(refusal("layernorm"), "(extern stage inv_std): "));
+    CHECK(has(refusal("layernorm"), "no max reduction without producers (the row max of the scores) starts the chain"));
 
     CHECK_THROWS_WITH_AS(compile("prefill_global",
                                  [] {

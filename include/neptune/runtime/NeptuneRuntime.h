@@ -10,14 +10,16 @@
 extern "C" {
 #endif
 
-/** Every function returns NEPTUNE_OK or one of these negative codes; neptune_last_error() says why. */
+/** Every function returns NEPTUNE_OK or one of these negative codes; neptune_last_error() says why,
+ * but for NEPTUNE_ERROR_SHUT_DOWN, which comes only at exit and leaves the message as it was. */
 enum neptune_status {
     NEPTUNE_OK = 0,
     NEPTUNE_ERROR_NO_DRIVER = -1, /* libcuda.so.1 cannot be opened (or lacks an entry point) */
     NEPTUNE_ERROR_NO_DEVICE = -2, /* the driver sees no CUDA device */
     NEPTUNE_ERROR_CUDA = -3, /* a driver call failed; the message names it and its error */
     NEPTUNE_ERROR_INVALID_ARGUMENT = -4, /* null pointer, zero size, unknown kernel name, too much shared memory */
-    NEPTUNE_ERROR_COMPILE = -5 /* NVRTC or nvcc rejected a kernel */
+    NEPTUNE_ERROR_COMPILE = -5, /* NVRTC or nvcc rejected a kernel */
+    NEPTUNE_ERROR_SHUT_DOWN = -6 /* the driver has shut down (the process is exiting): nothing left to use or free */
 };
 
 /** The message of the calling thread's last failure (never NULL; "" before any failure). It names the
