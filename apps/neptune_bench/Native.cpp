@@ -75,6 +75,7 @@ const std::vector<NativeEntry> &native_baselines() {
     using Make = std::unique_ptr<NativeImpl> (*)(const OperatorInstance &, const GpuOptions &);
     static const std::vector<NativeEntry> all = {{"cublas_unfused", static_cast<Make>(make_cublas_unfused)},
                                                  {"halide_unfused", static_cast<Make>(make_halide_unfused)},
+                                                 {"halide_cuda", static_cast<Make>(make_halide_cuda)},
                                                  {"copy", static_cast<Make>(make_copy_bound)}};
     return all;
 }
