@@ -1,9 +1,11 @@
-// The "no fusion" ablation compiled by a compiler: each attention operator's plain Halide algorithm
-// (include/neptune/algorithms), no directive, scheduled for Halide's own CUDA backend (every reduction
-// its own kernels, the f32 scores materialised), compiled ahead of time into the <op>_unfused
-// libraries (generators/meson.build, backend=unfused). The benchmark calls them on Halide buffers
-// that wrap its device memory, in Neptune's CUDA context (NeptuneHalide.h), on the default stream its
-// CUDA events time.
+// Two ablations compiled by Halide's own CUDA backend, ahead of time (generators/meson.build):
+//  halide_unfused  each attention operator's plain Halide algorithm, no directive (every reduction its
+//                  own kernels, the f32 scores materialised): the <op>_unfused libraries;
+//  halide_cuda     the row-wise operators' fused CPU form (lower_to_cpu) scheduled for Halide's CUDA
+//                  backend, one thread per row: the softmax, logsumexp, cross_entropy, layernorm and
+//                  rmsnorm libraries.
+// The benchmark calls them on Halide buffers that wrap its device memory, in Neptune's CUDA context
+// (NeptuneHalide.h), on the default stream its CUDA events time.
 #include <HalideBuffer.h>
 #include <HalideRuntimeCuda.h>
 
@@ -12,9 +14,12 @@
 #include <string>
 
 #include "Native.h"
+#include "cross_entropy.h"
 #include "decode_alibi_unfused.h"
 #include "decode_causal_unfused.h"
 #include "decode_softcap_unfused.h"
+#include "layernorm.h"
+#include "logsumexp.h"
 #include "neptune/runtime/HalideBuffers.h"
 #include "neptune/runtime/NeptuneRuntime.h"
 #include "prefill_alibi_unfused.h"
@@ -22,6 +27,8 @@
 #include "prefill_global_unfused.h"
 #include "prefill_softcap_unfused.h"
 #include "prefill_windowed_unfused.h"
+#include "rmsnorm.h"
+#include "softmax.h"
 
 namespace neptune::bench {
 
@@ -30,29 +37,34 @@ namespace {
 using Argv = int (*)(void **);
 using Metadata = const halide_filter_metadata_t *(*)();
 
-/** The library of an operator: prefill_gqa and decode_gqa are the causal ones (the grouping is a
- * run-time extent), everything else by name. */
+/** The library of an operator for one baseline: prefill_gqa and decode_gqa take the causal unfused
+ * ones (the grouping is a run-time extent), everything else its own name. */
 struct Library {
-    const char *name;
+    const char *baseline, *op;
     Argv call;
     Metadata metadata;
 };
 
-const Library *library_for(const std::string &op) {
+const Library *library_for(const std::string &baseline, const std::string &op) {
     static const Library libs[] = {
-        {"prefill_global", prefill_global_unfused_argv, prefill_global_unfused_metadata},
-        {"prefill_causal", prefill_causal_unfused_argv, prefill_causal_unfused_metadata},
-        {"prefill_gqa", prefill_causal_unfused_argv, prefill_causal_unfused_metadata},
-        {"prefill_alibi", prefill_alibi_unfused_argv, prefill_alibi_unfused_metadata},
-        {"prefill_softcap", prefill_softcap_unfused_argv, prefill_softcap_unfused_metadata},
-        {"prefill_windowed", prefill_windowed_unfused_argv, prefill_windowed_unfused_metadata},
-        {"decode_causal", decode_causal_unfused_argv, decode_causal_unfused_metadata},
-        {"decode_gqa", decode_causal_unfused_argv, decode_causal_unfused_metadata},
-        {"decode_alibi", decode_alibi_unfused_argv, decode_alibi_unfused_metadata},
-        {"decode_softcap", decode_softcap_unfused_argv, decode_softcap_unfused_metadata},
+        {"halide_unfused", "prefill_global", prefill_global_unfused_argv, prefill_global_unfused_metadata},
+        {"halide_unfused", "prefill_causal", prefill_causal_unfused_argv, prefill_causal_unfused_metadata},
+        {"halide_unfused", "prefill_gqa", prefill_causal_unfused_argv, prefill_causal_unfused_metadata},
+        {"halide_unfused", "prefill_alibi", prefill_alibi_unfused_argv, prefill_alibi_unfused_metadata},
+        {"halide_unfused", "prefill_softcap", prefill_softcap_unfused_argv, prefill_softcap_unfused_metadata},
+        {"halide_unfused", "prefill_windowed", prefill_windowed_unfused_argv, prefill_windowed_unfused_metadata},
+        {"halide_unfused", "decode_causal", decode_causal_unfused_argv, decode_causal_unfused_metadata},
+        {"halide_unfused", "decode_gqa", decode_causal_unfused_argv, decode_causal_unfused_metadata},
+        {"halide_unfused", "decode_alibi", decode_alibi_unfused_argv, decode_alibi_unfused_metadata},
+        {"halide_unfused", "decode_softcap", decode_softcap_unfused_argv, decode_softcap_unfused_metadata},
+        {"halide_cuda", "softmax", softmax_argv, softmax_metadata},
+        {"halide_cuda", "logsumexp", logsumexp_argv, logsumexp_metadata},
+        {"halide_cuda", "cross_entropy", cross_entropy_argv, cross_entropy_metadata},
+        {"halide_cuda", "layernorm", layernorm_argv, layernorm_metadata},
+        {"halide_cuda", "rmsnorm", rmsnorm_argv, rmsnorm_metadata},
     };
     for (const Library &l : libs)
-        if (op == l.name) return &l;
+        if (baseline == l.baseline && op == l.op) return &l;
     return nullptr;
 }
 
@@ -125,8 +137,10 @@ public:
 
     std::string describe() const override {
         std::ostringstream os;
-        os << "halide_unfused: " << lib_.metadata()->name << " (Halide's CUDA backend, " << lib_.metadata()->target
-           << "), every reduction its own kernels, device allocations reused, " << calls_.size()
+        const bool unfused = std::string(lib_.baseline) == "halide_unfused";
+        os << lib_.baseline << ": " << lib_.metadata()->name << " (Halide's CUDA backend, " << lib_.metadata()->target
+           << (unfused ? "), every reduction its own kernels" : "), the fused CPU form, one thread per row")
+           << ", device allocations reused, " << calls_.size()
            << (calls_.size() == 1 ? " call\n" : " calls on (batch, head) chunks: Halide's extents are int32\n");
         return os.str();
     }
@@ -156,7 +170,7 @@ private:
     Tensor &tensor(const std::string &name) {
         for (Tensor &t : tensors_.all)
             if (t.name == name) return t;
-        throw std::logic_error("halide_unfused: no tensor " + name);
+        throw std::logic_error(std::string(lib_.baseline) + ": no tensor " + name);
     }
 
     /** A halide_buffer_t's extents and strides are int32, and so are those of the f32 scores the
@@ -165,6 +179,14 @@ private:
      * buffers (their mins kept, so the head index the ALiBi slope reads stays global), with whole
      * GQA groups per chunk; one call where everything fits. */
     void plan_calls(int64_t limit) {
+        const halide_filter_metadata_t *m = lib_.metadata();
+        if (inst_.spec.family != Family::Attention) {  // row-wise: [rows, cols] stays within int32 extents
+            Call c;
+            for (int i = 0; i < m->num_arguments; i++) c.buffers.push_back(tensor(m->arguments[i].name).buffer);
+            for (Halide::Runtime::Buffer<void> &b : c.buffers) c.args.push_back(b.raw_buffer());
+            calls_.push_back(std::move(c));
+            return;
+        }
         const AttentionSpec &a = inst_.spec.attention;
         const int64_t per_head = inst_.input("q").shape[2] * inst_.input("k").shape[2];
         const int group = a.q_heads / a.kv_heads;
@@ -184,7 +206,6 @@ private:
             const int64_t chunks = (inst_.batch + batches_fit - 1) / batches_fit;
             bc = int((inst_.batch + chunks - 1) / chunks);
         }
-        const halide_filter_metadata_t *m = lib_.metadata();
         for (int b0 = 0; b0 < inst_.batch; b0 += bc)
             for (int h0 = 0; h0 < a.q_heads; h0 += hc) {
                 Call c;
@@ -202,7 +223,8 @@ private:
                             full.dimensions() == 1 ? full.cropped(0, h0, nh)
                                                    : full.cropped(3, b0, nb).cropped(2, h0 / ratio, nh / ratio);
                         if (!crop.has_device_allocation())
-                            throw std::runtime_error("halide_unfused: cropping " + std::string(m->arguments[i].name) +
+                            throw std::runtime_error(std::string(lib_.baseline) + ": cropping " +
+                                                     std::string(m->arguments[i].name) +
                                                      " on the device failed: " + take_messages());
                         c.buffers.push_back(std::move(crop));
                     }
@@ -252,7 +274,7 @@ std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, in
     const OperatorSpec &s = inst.spec;
     if (s.family != Family::Attention) throw Unsupported("attention operators only");
     if (s.with_row_stats) throw Unsupported("computes the attention output only, not row statistics");
-    const Library *lib = library_for(s.name);
+    const Library *lib = library_for("halide_unfused", s.name);
     if (!lib) throw Unsupported("no unfused library for " + s.name);
     const AttentionSpec &a = s.attention;
     if (s.dtype != DType::F16 || a.head_dim_qk != 128 || a.head_dim_v != 128)
@@ -268,6 +290,16 @@ std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, in
         throw Unsupported("materialises " + std::to_string(int64_t(score_bytes / (1ull << 30))) +
                           " GiB of f32 scores; this baseline stops at 16 GiB (batch x heads x queries x keys x 4 B)");
     return std::make_unique<HalideUnfused>(inst, *lib, max_call_scores);
+}
+
+std::unique_ptr<NativeImpl> make_halide_cuda(const OperatorInstance &inst, const GpuOptions &) {
+    const OperatorSpec &s = inst.spec;
+    const Library *lib = library_for("halide_cuda", s.name);
+    if (!lib) throw Unsupported("the row-wise operators only (softmax, logsumexp, cross_entropy, layernorm, rmsnorm)");
+    if (s.dtype != DType::F16 || s.f32_outputs) throw Unsupported("the libraries are compiled for f16");
+    if (double(inst.batch) * double(inst.seq) > double((int64_t(1) << 31) - 1))
+        throw Unsupported("rows x columns passes Halide's int32 extents");
+    return std::make_unique<HalideUnfused>(inst, *lib, 0);
 }
 
 }  // namespace neptune::bench

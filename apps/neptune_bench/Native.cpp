@@ -28,7 +28,44 @@ private:
     GpuOperator op_;
 };
 
+// A device-to-device copy moving the operator's bytes (half read, half written): the memory
+// bandwidth a memory-bound operator can reach, measured in the same call and by the same timer.
+class CopyBound : public NativeImpl {
+public:
+    explicit CopyBound(const OperatorInstance &inst) : bytes_(size_t(operator_bytes(inst) / 2)) {
+        check_runtime(neptune_malloc(&src_, bytes_), "allocating the copy's source");
+        check_runtime(neptune_malloc(&dst_, bytes_), "allocating the copy's destination");
+        check_runtime(neptune_memset_d8(src_, 0x3c, bytes_), "filling the copy's source");
+    }
+    ~CopyBound() override {
+        neptune_free(src_);
+        neptune_free(dst_);
+    }
+    void set_inputs(const std::vector<HostTensor> &) override {}
+    std::vector<HostTensor> run() override {
+        check_runtime(neptune_memcpy_dtod(dst_, src_, bytes_), "copying");
+        check_runtime(neptune_synchronize(), "copying");
+        return {};
+    }
+    double time_once() override {
+        return timer_.time_ms([&] { check_runtime(neptune_memcpy_dtod(dst_, src_, bytes_), "copying"); });
+    }
+    std::string describe() const override {
+        return "copy: cuMemcpyDtoD of " + std::to_string(bytes_) + " bytes (the operator's bytes read and written)\n";
+    }
+
+private:
+    size_t bytes_;
+    void *src_ = nullptr, *dst_ = nullptr;
+    EventTimer timer_;
+};
+
 }  // namespace
+
+std::unique_ptr<NativeImpl> make_copy_bound(const OperatorInstance &inst, const GpuOptions &) {
+    if (!memory_bound(inst.spec)) throw Unsupported("the copy bound is measured for memory-bound operators only");
+    return std::make_unique<CopyBound>(inst);
+}
 
 std::unique_ptr<NativeImpl> make_neptune(const OperatorInstance &inst, const GpuOptions &opt) {
     return std::make_unique<NeptuneImpl>(inst, opt);
@@ -37,7 +74,9 @@ std::unique_ptr<NativeImpl> make_neptune(const OperatorInstance &inst, const Gpu
 const std::vector<NativeEntry> &native_baselines() {
     using Make = std::unique_ptr<NativeImpl> (*)(const OperatorInstance &, const GpuOptions &);
     static const std::vector<NativeEntry> all = {{"cublas_unfused", static_cast<Make>(make_cublas_unfused)},
-                                                 {"halide_unfused", static_cast<Make>(make_halide_unfused)}};
+                                                 {"halide_unfused", static_cast<Make>(make_halide_unfused)},
+                                                 {"halide_cuda", static_cast<Make>(make_halide_cuda)},
+                                                 {"copy", static_cast<Make>(make_copy_bound)}};
     return all;
 }
 

@@ -43,9 +43,15 @@ struct NativeEntry {
     std::function<std::unique_ptr<NativeImpl>(const OperatorInstance &inst, const GpuOptions &opt)> make;
 };
 
-/** The native baselines, in table order: cublas_unfused, halide_unfused. */
+/** The native baselines, in table order: cublas_unfused, halide_unfused, halide_cuda, copy. */
 const std::vector<NativeEntry> &native_baselines();
 
+/** The row-wise operators' fused CPU form on Halide's CUDA backend (the softmax, logsumexp,
+ * cross_entropy, layernorm and rmsnorm libraries, f16): the ablation of Neptune's own kernels. */
+std::unique_ptr<NativeImpl> make_halide_cuda(const OperatorInstance &inst, const GpuOptions &opt);
+/** A device copy of the operator's bytes, the bandwidth bound of memory-bound operators (throws
+ * Unsupported for the others); its run() returns no outputs and is never checked. */
+std::unique_ptr<NativeImpl> make_copy_bound(const OperatorInstance &inst, const GpuOptions &opt);
 /** Neptune's kernels (GpuOperator) as a NativeImpl. */
 std::unique_ptr<NativeImpl> make_neptune(const OperatorInstance &inst, const GpuOptions &opt);
 /** S = scale Q K^T with cuBLAS, a softmax kernel of ours, O = P V with cuBLAS (CublasAttention.cpp),

@@ -20,9 +20,32 @@ namespace neptune::bench {
 
 using nlohmann::json;
 
+namespace {
+
+// The row-wise reductions (one row of a [rows, cols] tensor per output row), whose baselines are
+// torch eager and torch.compile rather than the attention libraries.
+bool is_row_operator(const OperatorSpec &spec) {
+    switch (spec.family) {
+    case Family::Softmax:
+    case Family::LogSumExp:
+    case Family::CrossEntropy:
+    case Family::LayerNorm:
+    case Family::RmsNorm: return true;
+    default: return false;
+    }
+}
+
+}  // namespace
+
 const std::vector<std::string> &python_baselines() {
-    static const std::vector<std::string> names = {"sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex"};
+    static const std::vector<std::string> names = {"sdpa_flash", "sdpa_cudnn",  "sdpa_efficient",
+                                                   "flex",       "torch_eager", "torch_compile"};
     return names;
+}
+
+bool python_baseline_applies(const std::string &impl, const OperatorSpec &spec) {
+    const bool row_impl = impl == "torch_eager" || impl == "torch_compile";
+    return row_impl == is_row_operator(spec);
 }
 
 ImplSelection parse_impls(const std::string &list) {
@@ -99,6 +122,28 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
                          const std::vector<HostTensor> &ref) {
     for (const HostTensor &x : inputs) write_raw(dir + "/" + x.desc.name + ".bin", x);
     write_raw(dir + "/neptune_out.bin", neptune_out);
+    // Values per reference row: a row of the output (attention's head dim, softmax's columns), or one
+    // value for per-row outputs (log-sum-exp, loss).
+    const int64_t width = inst.outputs[0].numel() / inst.rows;
+    json jr = {{"rows", json::array()}, {"values", json::array()}};
+    for (const RowRun &r : rows)
+        for (int64_t row = r.first; row < r.first + r.second; row++) {
+            jr["rows"].push_back(row);
+            jr["values"].push_back(
+                std::vector<double>(ref[0].values.begin() + row * width, ref[0].values.begin() + (row + 1) * width));
+        }
+    std::ofstream(dir + "/reference_rows.json") << jr.dump();
+    if (is_row_operator(inst.spec)) {
+        const json meta = {{"op", inst.spec.name},
+                           {"family", "row"},
+                           {"batch", inst.batch},
+                           {"seq", inst.seq},
+                           {"dtype", dtype_name(inst.inputs[0].dtype)},
+                           {"out_dtype", dtype_name(inst.outputs[0].dtype)},
+                           {"eps", inst.spec.eps}};
+        std::ofstream(dir + "/meta.json") << meta.dump(1);
+        return;
+    }
     const AttentionSpec &at = inst.spec.attention;
     const json meta = {{"op", inst.spec.name},
                        {"batch", inst.batch},
@@ -115,15 +160,6 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
                        {"scale", at.score_scale()},
                        {"decode", at.decode}};
     std::ofstream(dir + "/meta.json") << meta.dump(1);
-    json jr = {{"rows", json::array()}, {"values", json::array()}};
-    const int64_t dv = inst.outputs[0].shape.back();
-    for (const RowRun &r : rows)
-        for (int64_t row = r.first; row < r.first + r.second; row++) {
-            jr["rows"].push_back(row);
-            jr["values"].push_back(
-                std::vector<double>(ref[0].values.begin() + row * dv, ref[0].values.begin() + (row + 1) * dv));
-        }
-    std::ofstream(dir + "/reference_rows.json") << jr.dump();
 }
 
 ImplResult failed(const std::string &impl, const std::string &why) {
@@ -213,7 +249,10 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
             fmt::print("{}", n.impl->describe());
             n.impl->set_inputs(inputs);
             n.r.supported = true;
-            measure_errors(n.r, inst, common, n.impl->run(), ref, &nout);
+            if (kind_of(name) == ImplKind::Bound)
+                n.impl->run();  // moves bytes, computes nothing to check
+            else
+                measure_errors(n.r, inst, common, n.impl->run(), ref, &nout);
         } catch (const Unsupported &e) {
             n.impl.reset();
             n.r.reason = e.what();
@@ -253,13 +292,16 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
     if (p.failed) return finish();
 
     // 4. The PyTorch baselines on the same inputs, through baselines.py.
-    if (server && !opt.impls.python.empty()) {
+    bool any_python = false;
+    for (const std::string &n : opt.impls.python) any_python = any_python || python_baseline_applies(n, spec);
+    if (server && any_python) {
         const char *tmp = std::getenv("TMPDIR");
         const std::string root = opt.workdir.empty() ? std::string(tmp && *tmp ? tmp : "/tmp") : opt.workdir;
         const std::string dir =
             fmt::format("{}/neptune_bench_{}_{}_{}x{}", root, ::getpid(), spec.name, inst.batch, inst.seq);
         std::string impls;
-        for (const std::string &n : opt.impls.python) impls += (impls.empty() ? "" : ",") + n;
+        for (const std::string &n : opt.impls.python)
+            if (python_baseline_applies(n, spec)) impls += (impls.empty() ? "" : ",") + n;
         try {
             std::filesystem::create_directories(dir);
             write_baseline_case(dir, inst, inputs, nout[0], common, ref);
@@ -273,7 +315,8 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
             if (baseline_doc) *baseline_doc = doc;
         } catch (const std::exception &e) {
             for (const std::string &n : opt.impls.python)
-                p.results.push_back(failed(n, std::string("baselines.py: ") + e.what()));
+                if (python_baseline_applies(n, spec))
+                    p.results.push_back(failed(n, std::string("baselines.py: ") + e.what()));
         }
         std::error_code ec;
         std::filesystem::remove_all(dir, ec);

@@ -23,6 +23,9 @@ struct ImplSelection {
 };
 /** baselines.py's implementations, in table order. */
 const std::vector<std::string> &python_baselines();
+/** Whether baselines.py's `impl` measures operators like `spec`: the attention libraries for
+ * attention, torch_eager and torch_compile for the row-wise reductions. */
+bool python_baseline_applies(const std::string &impl, const OperatorSpec &spec);
 /** "all", "none" (or empty), or a comma-separated list of baseline names; throws
  * std::invalid_argument naming an unknown one and listing the known ones. */
 ImplSelection parse_impls(const std::string &list);

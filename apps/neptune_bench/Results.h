@@ -19,7 +19,9 @@ inline constexpr const char *json_schema = "neptune-bench/1";
 
 /** Neptune, a compiler (FlexAttention, Halide's CUDA backend) or a library (SDPA's backends, cuBLAS):
  * the original reported speedups against compilers and libraries separately. */
-enum class ImplKind { Neptune, Compiler, Library };
+/** Neptune; another compiler; a library; or a bound: a device copy of the operator's bytes, timed in
+ * the same call as the memory-bandwidth reference of memory-bound operators (never ranked). */
+enum class ImplKind { Neptune, Compiler, Library, Bound };
 const char *kind_name(ImplKind k);
 ImplKind kind_of(const std::string &impl);
 
@@ -68,6 +70,9 @@ struct Speedups {
     std::string best, best_compiler, best_library;  // the implementation each figure compares with
 };
 Speedups speedups(const PointResult &p);
+/** Neptune's time as a fraction of the copy bound's (the copy's median over Neptune's: 0.9 is 90 % of
+ * the copy bandwidth measured in the same call); empty without both timed. */
+std::optional<double> fraction_of_copy(const PointResult &p);
 
 nlohmann::json to_json(const ImplResult &r);
 nlohmann::json to_json(const PointResult &p);

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Attention baselines (PyTorch SDPA backends, FlexAttention) on the inputs Neptune's kernels used.
+"""PyTorch baselines on the inputs Neptune's kernels used: for attention, the SDPA backends and
+FlexAttention; for the row-wise operators (softmax, logsumexp, cross_entropy, layernorm, rmsnorm),
+torch eager and torch.compile of the same expression.
 
 `neptune_bench profile` runs this on the GPU machine as a subprocess:
 
@@ -29,6 +31,12 @@
                row index (b*Hq + h)*Sq + i], "values": [[D fp64 values] per row]}. Each baseline's
                output is then checked: max abs and RMS error on the reference rows, and the max abs
                difference from Neptune's output over the whole tensor (the cross-check).
+Row-wise operators read instead (meta.json's "family" is "row"): x.bin ([rows, cols] in meta's
+"dtype", f16 or bf16), gamma.bin and beta.bin ([cols], the same dtype; LayerNorm, RMSNorm), labels.bin
+(int32 [rows]; cross_entropy), and meta.json {"op", "family": "row", "batch" (rows), "seq" (cols),
+"dtype", "eps", "out_dtype"}; neptune_out.bin is the operator's first output (y [rows, cols] in
+out_dtype, or lse / loss f32 [rows]) and reference_rows.json has one value per row for per-row
+outputs. Their unit is TB/s of the operator's bytes (inputs read plus outputs written).
 --self-test    make random inputs for --op/--batch/--seq in a temporary directory, an fp64 reference
                for a few rows, and an unfused fp32 torch output standing in for Neptune's; run all.
 
@@ -60,7 +68,10 @@ baseline off the fp64 reference or the stand-in by more than 1e-2, or FlexAttent
 """
 import argparse, datetime, json, math, os, random, statistics, subprocess, sys, tempfile, warnings
 
-IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
+ATTENTION_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
+ROW_IMPLS = ("torch_eager", "torch_compile")
+IMPLS = ATTENTION_IMPLS + ROW_IMPLS
+ROW_OPS = ("softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm")
 NEPTUNE_AOT = "neptune_aot"  # by --neptune or --impl: Neptune's AOT kernels through libneptune_ops.so
 OPS = {  # for --self-test: q heads, kv heads, mask, modifier, decode (neptune_bench list has the same)
     "prefill_global": (32, 32, "none", "none", False), "prefill_causal": (32, 32, "causal", "none", False),
@@ -104,7 +115,8 @@ def parse_args(argv):
     ap.add_argument("--outputs", metavar="DIR", help="neptune_out.bin and reference_rows.json")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--repeat", type=int, default=50, help="timed repeats per implementation (default 50)")
-    ap.add_argument("--impl", default=",".join(IMPLS), help="comma-separated subset of " + ",".join(IMPLS + (NEPTUNE_AOT,)))
+    ap.add_argument("--impl", default=None, help="comma-separated subset of " + ",".join(IMPLS + (NEPTUNE_AOT,)) +
+                    " (default: the attention baselines, or torch_eager,torch_compile for row-wise operators)")
     ap.add_argument("--neptune", nargs="?", const="", default=None, metavar="LIB",
                     help="also time Neptune's AOT kernels (neptune_aot) through libneptune_ops.so (LIB, or found)")
     ap.add_argument("--self-test", action="store_true", help="generate inputs and references, then run")
@@ -112,6 +124,8 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.serve:
         ap.error("--serve takes no other arguments (requests carry them)")
+    if a.impl is None:
+        a.impl = ",".join(ROW_IMPLS if a.op in ROW_OPS else ATTENTION_IMPLS)
     a.impl = [s for s in a.impl.split(",") if s]
     bad = [s for s in a.impl if s not in IMPLS + (NEPTUNE_AOT,)]
     if bad or not a.impl:
@@ -122,8 +136,8 @@ def parse_args(argv):
         ap.error("--repeat must be positive")
     if not a.self_test and not a.inputs:
         ap.error("--inputs DIR is required (or --self-test)")
-    if a.self_test and a.op not in OPS:
-        ap.error(f"--self-test knows {', '.join(OPS)}")
+    if a.self_test and a.op not in OPS and a.op not in ROW_OPS:
+        ap.error(f"--self-test knows {', '.join(tuple(OPS) + ROW_OPS)}")
     return a
 
 
@@ -135,10 +149,77 @@ def read_raw(torch, path, dtype, shape):
     return torch.from_file(path, shared=False, size=n, dtype=dtype).reshape(shape).cuda()
 
 
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def load_row_case(torch, a, m):
+    """A row-wise operator's inputs, Neptune's output and the reference rows (module docstring)."""
+    try:
+        R, C = int(m["batch"]), int(m["seq"])
+        if (m["op"], R, C) != (a.op, a.batch, a.seq):
+            raise InputError(f"meta.json is for {m['op']} {R},{C}, not {a.op} {a.batch},{a.seq}")
+        if m["op"] not in ROW_OPS:
+            raise InputError(f"meta.json: {m['op']!r} is not a row-wise operator ({', '.join(ROW_OPS)})")
+        dt, odt = getattr(torch, DTYPES[m["dtype"]]), getattr(torch, DTYPES[m["out_dtype"]])
+        m.update(R=R, C=C, eps=float(m.get("eps", 1e-5)))
+    except (KeyError, ValueError, TypeError) as e:
+        raise InputError(f"{a.inputs}/meta.json: {e!r}")
+    rd = lambda name, t, shape, base=a.inputs: read_raw(torch, os.path.join(base, name), t, shape)
+    op = m["op"]
+    c = {"meta": m, "x": rd("x.bin", dt, (R, C)), "neptune": None, "ref": None}
+    if op in ("layernorm", "rmsnorm"):
+        c["gamma"] = rd("gamma.bin", dt, (C,))
+    if op == "layernorm":
+        c["beta"] = rd("beta.bin", dt, (C,))
+    if op == "cross_entropy":
+        c["labels"] = rd("labels.bin", torch.int32, (R,)).long()
+    per_row = op in ("logsumexp", "cross_entropy")
+    out_shape, width = ((R,), 1) if per_row else ((R, C), C)
+    m["out_dtype_torch"] = torch.float32 if per_row else odt
+    if a.outputs:
+        c["neptune"] = rd("neptune_out.bin", m["out_dtype_torch"], out_shape, a.outputs)
+        with open(os.path.join(a.outputs, "reference_rows.json")) as f:
+            r = json.load(f)
+        rows, vals = r["rows"], r["values"]
+        if len(rows) != len(vals) or any(not 0 <= x < R for x in rows) or any(len(x) != width for x in vals):
+            raise InputError(f"{a.outputs}/reference_rows.json: rows out of [0, {R}) or values not [rows][{width}]")
+        c["ref"] = (torch.tensor(rows, dtype=torch.long, device="cuda"),
+                    torch.tensor(vals, dtype=torch.float64, device="cuda").reshape(-1, width))
+    return c
+
+
+def row_expr(torch, c):
+    """The operator as a PyTorch user writes it, on the case's tensors."""
+    F, op, m = torch.nn.functional, c["meta"]["op"], c["meta"]
+    x = c["x"]
+    if op == "softmax":
+        return lambda: torch.softmax(x, dim=-1)
+    if op == "logsumexp":
+        return lambda: torch.logsumexp(x, dim=-1).float()
+    if op == "cross_entropy":
+        labels = c["labels"]
+        return lambda: F.cross_entropy(x, labels, reduction="none").float()
+    if op == "layernorm":
+        g, b = c["gamma"], c["beta"]
+        return lambda: F.layer_norm(x, (m["C"],), g, b, m["eps"])
+    g = c["gamma"]
+    return lambda: F.rms_norm(x, (m["C"],), g, m["eps"])
+
+
+def row_impl(torch, c, name):
+    fn = row_expr(torch, c)
+    return fn if name == "torch_eager" else torch.compile(fn, dynamic=False)
+
+
 def load_case(torch, a):
     try:
         with open(os.path.join(a.inputs, "meta.json")) as f:
             m = json.load(f)
+    except (OSError, ValueError) as e:
+        raise InputError(f"{a.inputs}/meta.json: {e!r}")
+    if m.get("family") == "row":
+        return load_row_case(torch, a, m)
+    try:
         B, hq, hkv, sq, skv, d = (int(m[k]) for k in ("batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
         if (m["op"], B, int(m["seq"])) != (a.op, a.batch, a.seq):
             raise InputError(f"meta.json is for {m['op']} {B},{m['seq']}, not {a.op} {a.batch},{a.seq}")
@@ -169,7 +250,15 @@ def load_case(torch, a):
 
 
 def work(m):
-    """(unit, FLOPs or bytes) as docs/design/operators.md counts work."""
+    """(unit, FLOPs or bytes) as docs/design/operators.md counts work; row-wise operators in bytes."""
+    if m.get("family") == "row":
+        inb = {"float16": 2, "bfloat16": 2, "float32": 4}[DTYPES[m["dtype"]]]
+        outb = {"float16": 2, "bfloat16": 2, "float32": 4}[DTYPES[m["out_dtype"]]]
+        R, C, op = m["R"], m["C"], m["op"]
+        b = R * C * inb + (C * inb if op in ("layernorm", "rmsnorm") else 0) + (C * inb if op == "layernorm" else 0)
+        b += R * 4 if op == "cross_entropy" else 0
+        b += R * 4 if op in ("logsumexp", "cross_entropy") else R * C * outb
+        return "TB/s", float(b)
     if m["decode"]:
         return "TB/s", 2.0 * m["B"] * m["hkv"] * m["skv"] * m["d"] * 2
     if m["mask"] == "window":
@@ -280,7 +369,7 @@ def check(torch, out, c):
          "nonfinite": int((~torch.isfinite(out)).sum().item())}
     if c["ref"] is not None:
         rows, vals = c["ref"]
-        diff = out.reshape(-1, out.shape[-1]).index_select(0, rows).double() - vals
+        diff = out.reshape(-1, vals.shape[1]).index_select(0, rows).double() - vals
         r["ref_max_abs"] = finite(diff.abs().max().item())
         r["ref_rms"] = finite(diff.square().mean().sqrt().item())
     if c["neptune"] is not None:
@@ -339,8 +428,51 @@ def paired(base_ms, neptune_ms, rounds=2000):
             "neptune_faster": sum(r > 1 for r in ratios) / len(ratios)}
 
 
+def make_row_self_test(torch, a, root):
+    """A row-wise case: random f16 inputs, fp64 reference rows and an fp32 stand-in for Neptune's output."""
+    R, C, op = a.batch, a.seq, a.op
+    per_row = op in ("logsumexp", "cross_entropy")
+    m = {"op": op, "family": "row", "batch": R, "seq": C, "dtype": "f16", "out_dtype": "f32" if per_row else "f16",
+         "eps": 1e-5}
+    g = torch.Generator(device="cuda").manual_seed(20261204)
+    t = {"x": (torch.randn(R, C, generator=g, device="cuda") * 2).half()}
+    if op in ("layernorm", "rmsnorm"):
+        t["gamma"] = (1 + 0.1 * torch.randn(C, generator=g, device="cuda")).half()
+    if op == "layernorm":
+        t["beta"] = (0.1 * torch.randn(C, generator=g, device="cuda")).half()
+    if op == "cross_entropy":
+        t["labels"] = torch.randint(0, C, (R,), generator=g, device="cuda", dtype=torch.int32)
+    for n, x in t.items():
+        x.cpu().numpy().tofile(os.path.join(root, n + ".bin"))
+    with open(os.path.join(root, "meta.json"), "w") as f:
+        json.dump(m, f)
+    m.update(R=R, C=C)
+
+    def compute(dt):
+        x = t["x"].to(dt)
+        if op == "softmax":
+            return torch.softmax(x, -1)
+        if op == "logsumexp":
+            return torch.logsumexp(x, -1)
+        if op == "cross_entropy":
+            return torch.logsumexp(x, -1) - x.gather(1, t["labels"].long()[:, None])[:, 0]
+        mean = x.mean(-1, keepdim=True) if op == "layernorm" else 0
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + 1e-5) * t["gamma"].to(dt)
+        return y + t["beta"].to(dt) if op == "layernorm" else y
+    rows = sorted({min(R - 1, round(j * (R - 1) / 23)) for j in range(24)})
+    ref = compute(torch.float64)
+    vals = ref.reshape(R, -1)[rows].tolist()
+    with open(os.path.join(root, "reference_rows.json"), "w") as f:
+        json.dump({"rows": rows, "values": vals}, f)
+    out = compute(torch.float32)
+    (out if per_row else out.half()).cpu().numpy().tofile(os.path.join(root, "neptune_out.bin"))
+
+
 def make_self_test(torch, a, root):
     """Random inputs, an fp64 reference on sampled rows and an unfused fp32 stand-in for Neptune's output."""
+    if a.op in ROW_OPS:
+        return make_row_self_test(torch, a, root)
     import numpy as np
     hq, hkv, mask, mod, decode = OPS[a.op]
     B, S, d = a.batch, a.seq, 128
@@ -415,8 +547,13 @@ def run(torch, a):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                row = m.get("family") == "row"
                 if name == NEPTUNE_AOT:
-                    fn = neptune_impl(torch, c, a.neptune)
+                    fn = neptune_impl(torch, c, a.neptune) if not row else "neptune_aot covers attention here"
+                elif (name in ROW_IMPLS) != row:
+                    fn = f"{name} is for {'row-wise operators' if name in ROW_IMPLS else 'attention'}"
+                elif row:
+                    fn = row_impl(torch, c, name)
                 else:
                     fn = flex_impl(torch, c) if name == "flex" else sdpa_impl(torch, c, name)
                 if isinstance(fn, str):
@@ -449,8 +586,9 @@ def run(torch, a):
                     results[name]["paired_vs_neptune_aot"] = paired(ms, times[NEPTUNE_AOT])
     clock_after = sm_clock(torch)
     device = torch.cuda.get_device_name()
-    print(f"{a.op} B={a.batch} S={a.seq} (Hq {m['hq']}, Hkv {m['hkv']}, Sq {m['sq']}, Skv {m['skv']}, D {m['d']}, "
-          f"mask {m['mask']}, mod {m['mod']}) on {device}, driver {gpu[0]}, torch {torch.__version__}, "
+    shape = (f"{m['R']} rows x {m['C']} columns, {m['dtype']}" if m.get("family") == "row" else
+             f"Hq {m['hq']}, Hkv {m['hkv']}, Sq {m['sq']}, Skv {m['skv']}, D {m['d']}, mask {m['mask']}, mod {m['mod']}")
+    print(f"{a.op} B={a.batch} S={a.seq} ({shape}) on {device}, driver {gpu[0]}, torch {torch.__version__}, "
           f"triton {triton_version}")
     print(f"median of {a.repeat} interleaved repeats, L2 flushed ({FLUSH_BYTES >> 20} MB) before each; "
           f"SM clock {clock_before} -> {clock_after} MHz (max {gpu[1]})")

@@ -374,7 +374,9 @@ int main(int argc, char **argv) {
     profile
         ->add_option("--impl", pa.impls,
                      "baselines: all, none, or a comma list of cublas_unfused, halide_unfused, sdpa_flash, "
-                     "sdpa_cudnn, sdpa_efficient, flex")
+                     "sdpa_cudnn, sdpa_efficient, flex (attention); halide_cuda, torch_eager, torch_compile "
+                     "(row-wise operators); copy (the bandwidth bound of memory-bound operators). Each operator "
+                     "runs those that apply to it")
         ->capture_default_str();
     profile->add_flag("--no-baselines", pa.no_baselines, "time Neptune only (same as --impl none)");
     profile->add_option("--baselines", pa.baselines, "the PyTorch driver (default: apps/neptune_bench/baselines.py)");

@@ -42,6 +42,7 @@
     X(cuMemFree)                \
     X(cuMemcpyHtoD)             \
     X(cuMemcpyDtoH)             \
+    X(cuMemcpyDtoD)             \
     X(cuMemsetD8)               \
     X(cuEventCreate)            \
     X(cuEventRecord)            \
@@ -497,6 +498,15 @@ int neptune_memcpy_dtoh(void *dst_host, const void *src_device, size_t bytes) {
     if (int rc = neptune_init()) return rc;
     if (CUresult r = state().cu.cuMemcpyDtoH(dst_host, device_ptr(src_device), bytes))
         return cuda_fail("cuMemcpyDtoH", r, std::to_string(bytes) + " bytes");
+    return NEPTUNE_OK;
+}
+
+int neptune_memcpy_dtod(void *dst_device, const void *src_device, size_t bytes) {
+    if (bytes == 0) return NEPTUNE_OK;
+    if (!dst_device || !src_device) return invalid("neptune_memcpy_dtod: dst or src is NULL");
+    if (int rc = neptune_init()) return rc;
+    if (CUresult r = state().cu.cuMemcpyDtoD(device_ptr(dst_device), device_ptr(src_device), bytes))
+        return cuda_fail("cuMemcpyDtoD", r, std::to_string(bytes) + " bytes");
     return NEPTUNE_OK;
 }
 

@@ -248,13 +248,28 @@ class Baselines(unittest.TestCase):
     def test_the_option_adds_neptune_aot_to_the_implementations(self):
         base = ["--op", "prefill_causal", "--batch", "1", "--seq", "64", "--self-test"]
         a = self.b.parse_args(base + ["--neptune"])
-        self.assertEqual((a.impl, a.neptune), (list(self.b.IMPLS) + ["neptune_aot"], ""))
+        self.assertEqual((a.impl, a.neptune), (list(self.b.ATTENTION_IMPLS) + ["neptune_aot"], ""))
         a = self.b.parse_args(base + ["--impl", "flex,neptune_aot", "--neptune", LIB.path])
         self.assertEqual((a.impl, a.neptune), (["flex", "neptune_aot"], LIB.path))
         self.assertIsNone(self.b.parse_args(base).neptune)
         with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
             self.b.parse_args(base + ["--impl", "neptune_jit"])
         self.assertIn("--impl: unknown ['neptune_jit']", err.getvalue())
+
+    def test_row_operators_default_to_the_torch_baselines(self):
+        a = self.b.parse_args(["--op", "softmax", "--batch", "7", "--seq", "100", "--self-test"])
+        self.assertEqual(a.impl, ["torch_eager", "torch_compile"])
+
+    def test_row_work_counts_the_bytes_read_and_written(self):
+        # softmax 10 x 100 in f16: x read (2000 bytes) and y written (2000); layernorm adds gamma and beta
+        # (200 each); cross_entropy reads int32 labels (40) and writes one f32 loss per row (40).
+        work = lambda op, out: self.b.work({"family": "row", "op": op, "R": 10, "C": 100, "dtype": "f16",
+                                            "out_dtype": out})
+        self.assertEqual(work("softmax", "f16"), ("TB/s", 4000.0))
+        self.assertEqual(work("layernorm", "f16"), ("TB/s", 4400.0))
+        self.assertEqual(work("rmsnorm", "f16"), ("TB/s", 4200.0))
+        self.assertEqual(work("cross_entropy", "f32"), ("TB/s", 2080.0))
+        self.assertEqual(work("logsumexp", "f32"), ("TB/s", 2040.0))
 
     def test_a_variant_must_have_the_operators_semantics(self):
         meta = {"op": "prefill_windowed", "mask": "window", "mod": "softcap", "decode": False, "d": 128, "W": 1024,

@@ -33,6 +33,18 @@ TEST_CASE("bench kernels: libcublas opens at run time, and other operators are r
                          doctest::Contains("not row statistics"), Unsupported);
 }
 
+TEST_CASE("bench kernels: the Halide CUDA and copy baselines refuse operators they do not measure") {
+    const GpuOptions opt;
+    CHECK_THROWS_WITH_AS(make_halide_cuda(instantiate(*find_operator("prefill_causal"), 1, 64), opt),
+                         doctest::Contains("row-wise operators only"), Unsupported);
+    OperatorSpec bf = *find_operator("softmax");
+    bf.dtype = DType::BF16;
+    CHECK_THROWS_WITH_AS(make_halide_cuda(instantiate(bf, 4, 100), opt), doctest::Contains("compiled for f16"),
+                         Unsupported);
+    CHECK_THROWS_WITH_AS(make_copy_bound(instantiate(*find_operator("prefill_causal"), 1, 64), opt),
+                         doctest::Contains("memory-bound operators only"), Unsupported);
+}
+
 TEST_CASE("bench kernels: the Halide unfused baseline refuses what its libraries were not compiled for") {
     const GpuOptions opt;
     CHECK_THROWS_WITH_AS(make_halide_unfused(instantiate(*find_operator("softmax"), 4, 100), opt),

@@ -98,6 +98,33 @@ TEST_CASE("bench results: speedups use the fastest correct other implementation,
     CHECK_FALSE(speedups(alone).overall);
 }
 
+TEST_CASE("bench results: the copy bound is never ranked and gives the fraction of the copy bandwidth") {
+    // softmax, 1e9 bytes: neptune 0.25 ms (4 TB/s), torch_eager 0.5 ms, copy 0.225 ms unchecked (4.44 TB/s).
+    PointResult p;
+    p.op = "softmax";
+    p.unit = "TB/s";
+    p.work = 1e9;
+    p.results = {timed("neptune", 0.25), timed("torch_eager", 0.5)};
+    ImplResult copy;
+    copy.impl = "copy";
+    copy.supported = true;
+    copy.median_ms = copy.min_ms = copy.max_ms = 0.225;
+    judge_correctness(copy);
+    CHECK(copy.correct);  // a bound computes nothing to check
+    p.results.push_back(copy);
+    CHECK(kind_of("copy") == ImplKind::Bound);
+    const Speedups s = speedups(p);
+    REQUIRE(s.overall);
+    CHECK(s.best == "torch_eager");  // the faster copy does not count as the best other
+    CHECK(*s.overall == doctest::Approx(2.0));
+    REQUIRE(fraction_of_copy(p));
+    CHECK(*fraction_of_copy(p) == doctest::Approx(0.9));  // 0.225 / 0.25
+    const std::string table = format_table(p);
+    CHECK(table.find("at 90.0 % of the copy bandwidth") != std::string::npos);
+    CHECK(format_summary(p).find("90.0 % of copy") != std::string::npos);
+    CHECK(to_json(p)["fraction_of_copy"].get<double>() == doctest::Approx(0.9));
+}
+
 TEST_CASE("bench results: the table holds every ratio and marks wrong and unsupported results") {
     const std::string t = format_table(sample_point());
     INFO(t);

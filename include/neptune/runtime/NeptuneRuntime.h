@@ -101,9 +101,11 @@ int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, co
 /** Device memory; device pointers travel as `void *` (a CUdeviceptr cast). Freeing NULL does nothing. */
 int neptune_malloc(void **dptr, size_t bytes);
 int neptune_free(void *dptr);
-/** Synchronous copies and fill; a size of 0 does nothing. */
+/** Copies and fill; host copies are synchronous; a size of 0 does nothing. */
 int neptune_memcpy_htod(void *dst_device, const void *src_host, size_t bytes);
 int neptune_memcpy_dtoh(void *dst_host, const void *src_device, size_t bytes);
+/** Device to device, asynchronous on the default stream (what a bandwidth reference times). */
+int neptune_memcpy_dtod(void *dst_device, const void *src_device, size_t bytes);
 int neptune_memset_d8(void *dst_device, unsigned char value, size_t bytes);
 /** Waits for all work in Neptune's context. */
 int neptune_synchronize(void);
