@@ -17,6 +17,10 @@ namespace neptune::internal {
  *            out = map(epilogue(acc, l)); store out */
 tir::Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
                                 const LowerOptions &opt);
+/** Why the plan is not of attention shape, in words a user can act on; empty when it is (then
+ * build_tile_program builds it). */
+std::string attention_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
+                               const LowerOptions &opt);
 
 }  // namespace neptune::internal
 

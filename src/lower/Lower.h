@@ -38,6 +38,7 @@ struct LowerOptions {
     int tma_l2_promotion = 256;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
     int key_warps = 1;  // decode: warps of a block sharing each KV tile, warp w taking
         // its w-th block_n keys with its own state (the combine merges them)
+    int64_t row_cols = 0;  // row chains: the row length when known (picks the kernel shape); 0: any
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
@@ -51,12 +52,14 @@ struct LowerOptions {
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group,
                                    bool windowed = false);
 
-/** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
+/** The tile program of a fused plan, by the pattern it matches (src/lower/Patterns.h). Of an
+ * attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are
  * row reductions of elementwise functions of the scores, or dot products of such functions with
  * a third input v(e, kv, hk, b). `outputs` are the pure Funcs after the chain (the epilogue).
- * Rolling plans give one kernel; split-K plans a partial kernel and a combine kernel.
- * Throws CompileError when the plan has another shape. NEPTUNE_DEBUG=2 prints the program after
+ * Rolling plans give one kernel; split-K plans a partial kernel and a combine kernel. A row chain
+ * (BuildRowChain.h) gives one kernel, which the attention passes leave alone.
+ * Throws CompileError naming every pattern's reason when the plan matches none. NEPTUNE_DEBUG=2 prints the program after
  * each pass. */
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
 
