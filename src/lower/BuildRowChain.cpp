@@ -389,7 +389,10 @@ RowChainShape default_row_chain_shape(DType dtype, int64_t cols) {
         // The fewest threads that hold the row in 16-byte vectors, at most 32 elements each.
         const int64_t vecs = (cols + s.vector - 1) / s.vector;
         s.vectors = per_thread / s.vector;
-        s.threads_per_row = int(std::min<int64_t>(1024, ((vecs + s.vectors - 1) / s.vectors + 31) / 32 * 32));
+        // A power of two of at least a warp (the row's reduction pairs threads by shuffles).
+        const int64_t need = (vecs + s.vectors - 1) / s.vectors;
+        s.threads_per_row = 32;
+        while (s.threads_per_row < need && s.threads_per_row < 1024) s.threads_per_row *= 2;
         s.vectors = int((vecs + s.threads_per_row - 1) / s.threads_per_row);
         return s;
     }

@@ -15,7 +15,7 @@ namespace neptune::internal {
 /** The kernel shape of a row chain. */
 struct RowChainShape {
     int rows_per_block = 4;  // rows of a block: one warp each when threads_per_row is 32
-    int threads_per_row = 32;  // a warp, or the whole block (then rows_per_block is 1)
+    int threads_per_row = 32;  // a warp, or the whole block (then rows_per_block is 1); a power of two
     int vector = 8;  // consecutive columns per thread and load: 16 bytes of input
     int vectors = 4;  // vectors per thread and row strip: the strip holds threads * vector * vectors columns
     bool chunked = false;  // the row does not fit the strip: loop over column chunks

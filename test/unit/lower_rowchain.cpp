@@ -3,21 +3,31 @@
 // row-chain builder's kernel shapes and refusals.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "codegen/CodeGenCuda.h"
 #include "lower/BuildRowChain.h"
 #include "lower/LowerOperator.h"
 #include "lower/Patterns.h"
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
+#include "neptune/HostTensor.h"
 #include "neptune/algorithms/Schedules.h"
+#include "runtime/Compile.h"
 #include "tir/IR.h"
+#include "tir/Interpreter.h"
 
 using namespace neptune;
 using Halide::Expr;
 using Halide::Func;
 using Halide::RDom;
 using Halide::Var;
+
+namespace neptune::internal {
+const std::vector<std::pair<std::string, std::string>> &device_headers();
+}
 
 namespace {
 
@@ -147,4 +157,72 @@ TEST_CASE("row chains: refusals name the Func and the construct") {
         INFO(why);
         CHECK(contains(why, "second 2-D input"));
     }
+}
+
+TEST_CASE("row chains: the emitted CUDA of every row operator compiles with NVRTC for sm_80 and sm_90a") {
+    // A warp per row, a block per row, the chunked form; odd lengths; f16 and bf16 inputs.
+    const std::vector<std::pair<int64_t, DType>> shapes = {
+        {7, DType::F16}, {1000, DType::F16}, {8191, DType::BF16}, {32768, DType::F16}, {131072, DType::F16}};
+    for (const char *name : {"softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm"})
+        for (const auto &[cols, dtype] : shapes)
+            for (const GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+                OperatorSpec spec = *find_operator(name);
+                spec.dtype = dtype;
+                internal::LoweringChoices c;
+                c.arch = arch;
+                const tir::Program p = internal::lower_operator(instantiate(spec, 3, cols), c).program;
+                tir::verify(p);
+                const std::string src = internal::emit_cuda(p);
+                internal::NvrtcOptions no;
+                no.cubin = true;
+                no.headers = internal::device_headers();
+                no.arch = arch_name(arch);
+                INFO(name << " " << cols << " " << dtype_name(dtype) << " " << arch_name(arch) << "\n" << src);
+                CHECK_NOTHROW(internal::nvrtc_compile(src, std::string(name) + ".cu", no));
+            }
+}
+
+TEST_CASE("row chains: a user's chain over f32 rows of any length (the chunked form) with an ignore index") {
+    // Cross-entropy with an ignore index, written by the user: label < 0 gives a loss of 0.
+    Halide::ImageParam x(Halide::Float(32), 2, "logits"), labels(Halide::Int(32), 1, "target");
+    Var r("r");
+    RDom rc(0, x.dim(0).extent(), "rc");
+    Func mx("mx"), sm("sm"), loss("nll");
+    mx(r) = Halide::Float(32).min();
+    mx(r) = Halide::max(mx(r), x(rc, r));
+    sm(r) = 0.0f;
+    sm(r) += Halide::exp(x(rc, r) - mx(r));
+    const Expr label = labels(r);
+    loss(r) = Halide::select(label < 0, 0.0f,
+                             mx(r) + Halide::log(sm(r)) - x(Halide::clamp(label, 0, x.dim(0).extent() - 1), r));
+    const FusedReduction g = fuse_reduction(sm, Halide::RVar(rc.x));
+    internal::LowerOptions lo;
+    lo.dtype = DType::F32;
+    const tir::Program p = internal::lower_to_tiles(g.plan(), {loss}, lo);
+    REQUIRE(p.kernels.size() == 1);
+    CHECK(p.kernels[0].strip_vector == 4);  // 16 bytes of f32
+    const std::string src = internal::emit_cuda(p);
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    no.arch = "sm_80";
+    INFO(tir::to_string(p) << "\n" << src);
+    CHECK_NOTHROW(internal::nvrtc_compile(src, "nll.cu", no));
+
+    // In the interpreter, against a direct computation: rows 0 and 2 ignored.
+    const int64_t rows = 3, cols = 20000;
+    HostTensor xs(TensorDesc{"logits", DType::F32, {rows, cols}}), ls(TensorDesc{"target", DType::I32, {rows}}),
+        out(TensorDesc{"nll", DType::F32, {rows}});
+    for (int64_t i = 0; i < rows * cols; i++) xs.values[size_t(i)] = double(float(std::sin(0.37 * double(i)) * 4));
+    ls.values = {-1, 12345, -100};
+    tir::LaunchArgs args;
+    args.tensors = {{"logits", &xs}, {"target", &ls}, {"nll", &out}};
+    args.ints = {{"rows", rows}, {"cols", cols}};
+    tir::interpret(p, args);
+    double m = -1e300, sum = 0;
+    for (int64_t c = 0; c < cols; c++) m = std::max(m, xs.values[size_t(cols + c)]);
+    for (int64_t c = 0; c < cols; c++) sum += std::exp(xs.values[size_t(cols + c)] - m);
+    CHECK(out.values[0] == 0);
+    CHECK(out.values[2] == 0);
+    CHECK(out.values[1] == doctest::Approx(m + std::log(sum) - xs.values[size_t(cols + 12345)]).epsilon(1e-5));
 }
