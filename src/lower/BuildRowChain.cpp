@@ -68,6 +68,7 @@ public:
             st.st = &s;
             st.name = names_.at(s.name);
             st.term = analyse(s.map, s.name, plan_.rvar, row_var_);
+            st.raw = st.term;
             for (const std::string &p : s.producers) {
                 const Reducer pr = plan_.stage(p).reducer;
                 st.term = HI::substitute(p, guarded_producer(pr, fvar(names_.at(p))), st.term);
@@ -102,6 +103,29 @@ public:
         for (const Stage &s : stages_) k.values[s.name] = row_vec();
         Block &b = k.body;
         if (!shape.chunked) b.push_back(load_x(Expr(0)));
+        if (shape.chunked && online())
+            online_pass(k, b);
+        else
+            stage_passes(k, b);
+        for (const Stage &s : stages_) {
+            if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
+            const Expr init = s.st->init;
+            if (!HI::equal(init, reducer_identity(s.st->reducer)) &&
+                !(s.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
+                b.push_back(make_row_map(s.name, reducer_combine(s.st->reducer, init, fvar(s.name)), "initial value"));
+        }
+        outputs(k, b, shape);
+        Program p;
+        p.arch = arch;
+        p.kernels.push_back(k);
+        return p;
+    }
+
+private:
+    // One pass over the row per stage (on chip: over the registers; chunked: re-reading x), each
+    // stage reducing its term with its producers final: the two-pass values, no repair needed.
+    void stage_passes(Kernel &k, Block &b) {
+        const RowChainShape &shape = shape_;
         for (size_t i = 0; i < stages_.size(); i++) {
             const Stage &s = stages_[i];
             const float id = s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
@@ -120,12 +144,71 @@ public:
             step.push_back(
                 with(make_reduce(s.name, s.op, src), [&](Node &n) { n.valid_cols = valid_cols(shape.chunked); }));
             append(b, step, shape.chunked);
-            if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
-            const Expr init = s.st->init;
-            if (!HI::equal(init, reducer_identity(s.st->reducer)) &&
-                !(s.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
-                b.push_back(make_row_map(s.name, reducer_combine(s.st->reducer, init, fvar(s.name)), "initial value"));
         }
+    }
+
+    // Whether one pass over the chunks can carry every stage: each stage with producers has a
+    // single-state repair (new = shift + scale * old) the plan derived; no min reductions.
+    bool online() const {
+        for (const Stage &s : stages_) {
+            if (s.st->reducer == Reducer::Min) return false;
+            if (s.st->producers.empty()) continue;
+            const Repair &r = s.st->repair;
+            if (r.kind == RepairKind::None || r.maps.size() != 1) return false;
+        }
+        return true;
+    }
+
+    // One pass over the column chunks: each stage's state repaired to its producers' new values, then
+    // the chunk's terms reduced into it (the online form: softmax's running max and rescaled sum).
+    void online_pass(Kernel &k, Block &b) {
+        std::vector<std::string> carried;
+        for (const Stage &s : stages_) {
+            b.push_back(make_fill(s.name, s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
+            carried.push_back(s.name);
+        }
+        Block step = {load_x(int_var("j"))};
+        for (size_t i = 0; i < stages_.size(); i++) {
+            const Stage &s = stages_[i];
+            const FusedStage &st = *s.st;
+            const std::string nw = s.name + "_new";
+            k.values[nw] = row_vec();
+            std::map<std::string, Expr> prod_new, rb;
+            for (const std::string &p : st.producers) {
+                const Reducer pr = plan_.stage(p).reducer;
+                prod_new[p] = guarded_producer(pr, fvar(names_.at(p) + "_new"));
+                rb[p] = guarded_producer(pr, fvar(names_.at(p)));
+                rb[sym::Context::primed(p)] = prod_new[p];
+            }
+            Expr carried_value = fvar(s.name);
+            if (!st.producers.empty()) {
+                Expr v = carried_value;
+                const Expr coeff = st.repair.coeff[0][0], shift = st.repair.shift[0];
+                if (coeff.defined() && !HI::is_const_one(coeff)) v = v * HI::substitute(rb, coeff);
+                if (shift.defined()) v = v + HI::substitute(rb, shift);
+                // h(identity) = identity, without evaluating h (exp(-inf - -inf) is NaN).
+                carried_value = Halide::select(carried_value == reducer_identity(st.reducer), carried_value, v);
+            }
+            step.push_back(with_role(
+                make_row_map(nw, bind(carried_value, true), st.producers.empty() ? "" : "repair of " + s.name),
+                st.producers.empty() ? Role::None : Role::Repair));
+            const Expr term = HI::substitute(prod_new, s.raw);
+            std::string src = "x_t";
+            if (!HI::equal(term, fvar(kX))) {
+                src = "t" + std::to_string(i);
+                k.values[src] = strip();
+                step.push_back(
+                    with_role(bounded(make_map(src, bind(term, true), "term of " + s.name), true), Role::Term));
+            }
+            step.push_back(with(make_reduce(nw, s.op, src), [&](Node &n) { n.valid_cols = valid_cols(true); }));
+        }
+        for (const Stage &s : stages_) step.push_back(make_row_map(s.name, fvar(s.name + "_new")));
+        const Expr chunks = (int_var("cols") + shape_.cols() - 1) / shape_.cols();
+        b.push_back(make_loop("j", Expr(0), chunks, carried, step));
+    }
+
+    // The per-element outputs and per-row outputs after the stages.
+    void outputs(Kernel &k, Block &b, const RowChainShape &shape) {
         Block tiles;
         if (shape.chunked) tiles.push_back(load_x(int_var("j")));
         for (const Output &o : outs_) {
@@ -146,18 +229,14 @@ public:
             k.tensors.push_back({o.tensor, o.dtype, true});
         }
         if (tiles.size() > (shape.chunked ? 1u : 0u)) append(b, tiles, shape.chunked);
-        Program p;
-        p.arch = arch;
-        p.kernels.push_back(k);
-        return p;
     }
 
-private:
     static constexpr const char *kX = "x_t";
     struct Stage {
         const FusedStage *st;
         std::string name;
         Expr term;  // over kX, stage names (row vectors), kCol, kRow
+        Expr raw;  // term with the producers as the plan's symbols (the repair's variables)
         ReduceOp op = ReduceOp::Sum;
     };
     struct Output {
