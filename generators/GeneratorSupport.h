@@ -9,7 +9,7 @@
  *   host     the fused CPU form for the host (checkable on any machine);
  *   unfused  attention: the plain algorithm, no directive, on Halide's CUDA backend (every reduction
  *            its own kernels, the scores materialised): the "no fusion" ablation of the benchmark.
- * No I/O, references or benchmarks here (STYLE.md §2.11). */
+ * No I/O, references or benchmarks here (docs/design/style.md, generators and apps). */
 #include <string>
 #include <vector>
 

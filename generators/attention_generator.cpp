@@ -2,7 +2,7 @@
 // update, FlashDecoding-like). backend=gpu compiles the fused group into Neptune's kernels, an extern
 // stage of the pipeline; backend=host compiles its fused CPU form; backend=unfused the plain
 // algorithm on Halide's CUDA backend, without the directive (the benchmark's "no fusion" ablation).
-// Inputs are the suite's tensors (OPERATORS.md §1): q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D],
+// Inputs are the suite's tensors (docs/design/operators.md): q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D],
 // slopes [Hq] with ALiBi; output out [B, Hq, Sq, Dv]. Batch, heads and sequence lengths are run-time
 // extents; the head dims are compile-time (the kernels are specialised for them).
 #include "GeneratorSupport.h"

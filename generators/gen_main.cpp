@@ -1,4 +1,4 @@
-// Neptune's generator main: Halide's generate_filter_main (every flag of HALIDE.md §5: -g, -f, -n,
+// Neptune's generator main: Halide's generate_filter_main (every flag of docs/design/halide.md, generators: -g, -f, -n,
 // -o, -e, -r, target=..., key=value), then, for a library whose pipeline has Neptune extern stages,
 // the side outputs that show what was embedded:
 //   <n>.neptune.json    a manifest: each stage, its kernel sets (GPU family, codes) and kernels
@@ -88,9 +88,9 @@ const char usage[] = R"(neptune_gen: Halide's generator main for Neptune's gener
   neptune_gen -r RUNTIME -e static_library -o DIR target=T
 
 Generators: prefill_attention, decode_attention, softmax, logsumexp, norm, performer (generators/README.md
-lists their parameters). Flags are Halide's (HALIDE.md 5); with -n and -o, Neptune also writes BASE.neptune.json
-and, per extern stage and kernel set (a GPU family; for decode, a tuning of it), the embedded fatbin,
-its CUDA, tile program and nvcc log into DIR.
+lists their parameters). Flags are Halide's (docs/design/halide.md, generators); with -n and -o, Neptune
+also writes BASE.neptune.json and, per extern stage and kernel set (a GPU family; for decode, a tuning of
+it), the embedded fatbin, its CUDA, tile program and nvcc log into DIR.
 Targets spell their CPU features and CUDA capability, e.g.
   x86-64-linux-sse41-avx-avx2-fma-f16c-cuda-cuda_capability_86-strict_float-no_runtime
 )";
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     try {
         rc = Halide::Internal::generate_filter_main(argc, argv);
-    } catch (const Halide::Error &e) {  // not a std::exception (HALIDE.md §3)
+    } catch (const Halide::Error &e) {  // not a std::exception (docs/design/halide.md)
         std::fprintf(stderr, "%s\n", e.what());
         return 1;
     } catch (const std::exception &e) {  // neptune::CompileError and friends

@@ -1,7 +1,7 @@
 // LayerNorm (x [rows, cols], gamma and beta [cols]) and RMSNorm (x, gamma) over the last axis, y in
 // x's type; the _matmul variants multiply the normalised rows by w [cols, N]. LayerNorm fuses the
 // sum of squared deviations with the mean (a multi-moment repair), RMSNorm factors 1/rms past the
-// matmul (FUSION.md §3.2).
+// matmul (docs/design/fusion.md, factoring out).
 #include "RowwiseGenerator.h"
 
 namespace neptune::generators {

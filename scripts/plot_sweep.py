@@ -6,15 +6,15 @@
 Files are merged point by point (operator, batch, sequence): a later file's point replaces an
 earlier one, except that a failed point never replaces a measured one. So a sweep run in pieces,
 or re-run for some points, adds up. The sweeps drawn are those the files define ("sweeps"; the
-defaults of OPERATORS.md §3 when none does): the sequence sweep (batch fixed) and the batch sweep
-(sequence fixed).
+shapes of docs/design/operators.md when none does): the sequence sweep (batch fixed) and the batch
+sweep (sequence fixed).
 
 Writes into DIR, for each sweep: sweep_<name>.png and .svg (one panel per operator, throughput of
 each implementation against the swept variable on a log2 axis; TFLOP/s for prefill, TB/s of K and V
 for decode), and sweep_tables.md (or --table FILE): per sweep, a table of every point's throughput
 per implementation with Neptune's speedup over the best other correct implementation, then the
 speedups summarised per operator as geometric means over its points, overall and against compilers
-and libraries separately, and the geometric mean over operators (OPERATORS.md §7.6).
+and libraries separately, and the geometric mean over operators (docs/design/operators.md, speedup).
 
 Only results that ran, were judged correct and were timed count; unsupported ones show as "-",
 wrong ones as "wrong", failed points as "failed". Needs matplotlib for the plots (scripts/setup.sh
@@ -162,8 +162,8 @@ def tables(sweeps, points):
     ops = ordered({k[0] for k in points}, OPERATORS)
     impls = ordered({r["impl"] for p in points.values() for r in p.get("results", [])}, IMPLS)
     lines = ["# neptune_bench sweeps", "",
-             "Throughput per implementation (TFLOP/s for prefill by OPERATORS.md §4's FLOP count, TB/s of K and V "
-             "for decode); the last column is Neptune's speedup, the best other correct implementation's median "
+             "Throughput per implementation (TFLOP/s for prefill by docs/design/operators.md's FLOP count, TB/s "
+             "of K and V for decode); the last column is Neptune's speedup, the best other correct implementation's median "
              "time over Neptune's. `-`: unsupported, `wrong`: off the fp64 reference or Neptune beyond 1e-2, "
              "`failed`: the point failed.", ""]
     for name in [n for n in ("seq", "batch") if n in sweeps]:

@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ] && [ "${1:-}" != "--no-apt" ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# 2. Halide's C++ SDK from its PyPI wheel, into a project-local folder (docs/halide-wheel.md).
+# 2. Halide's C++ SDK from its PyPI wheel, into a project-local folder (docs/design/halide.md).
 if [ ! -f "$halide_dir/halide/include/Halide.h" ]; then
   say "installing Halide $halide_version into deps/"
   python3 -m pip install -q --disable-pip-version-check --no-deps --target "$halide_dir" "halide==$halide_version"

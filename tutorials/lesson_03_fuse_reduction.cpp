@@ -3,9 +3,9 @@
 // Lesson 2 ended with a sum that needs the final max, so the two reductions ran as separate
 // passes. neptune::fuse_reduction fuses them anyway: the sum runs in the max's loop, tile by tile,
 // and whenever the max rises the partial sum is corrected by a "repair" h that Neptune derives
-// from the sum's own definition and proves (FUSION.md §3). rolling_update(T) picks the sequential
-// variant: tiles of T positions, with state (max, sum) carried from one tile to the next.
-// lower_to_cpu rewrites the Funcs into that tiled form, which Halide then runs on the host.
+// from the sum's own definition and proves (docs/design/fusion.md, the repair function). rolling_update(T) picks the
+// sequential variant: tiles of T positions, with state (max, sum) carried from one tile to the next. lower_to_cpu
+// rewrites the Funcs into that tiled form, which Halide then runs on the host.
 //
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_03_fuse_reduction

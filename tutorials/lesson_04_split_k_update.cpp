@@ -4,12 +4,12 @@
 // there are few rows and each is long (decoding: one query row per head against thousands of
 // keys), that loop cannot fill a GPU. split_k_update(P, T) cuts the reduction into P independent
 // chunks, each rolling over tiles of T positions on its own, and merges their partial states with
-// the same repair h in a combine step (FUSION.md §5). On attention that is FlashDecoding.
+// the same repair h in a combine step (docs/design/fusion.md, split-K update). On attention that is FlashDecoding.
 //
 // Not every map gets a one-number repair. The variance of LayerNorm, sum_j (x_j - mean)^2 with
 // the mean a producer, mixes producer and data; Neptune carries "companions" (further partial
 // sums) whose combination repairs it exactly, which is Chan's parallel variance update
-// (FUSION.md §11.4). The second half of the lesson shows them.
+// (docs/design/fusion.md, multi-moment states). The second half of the lesson shows them.
 //
 // Which variant to pick: rolling when the pure indices (rows, heads, batch) already give the
 // machine enough independent loops, as in prefill; split-K when they do not, as in decoding or a
@@ -34,7 +34,7 @@ namespace {
 
 // Decoding attention for one query against `keys` keys of dimension d: scores s_j = q . k_j / sqrt(d),
 // out(e) = sum_j exp(s_j - m) v(e, j) / sum_j exp(s_j - m). Division by the sum happens once, after
-// the loop (FUSION.md §3.2), so acc needs only the max's repair.
+// the loop (docs/design/fusion.md, factoring out), so acc needs only the max's repair.
 //   score    a reduction over the head dimension rd, not over kv: to the fusion it is just a value
 //            that varies along kv, like the input x of lesson 3;
 //   row_max  the producer, read by both targets;

@@ -9,10 +9,10 @@
 //
 // Nobody writes that rescaling here. We take the plain algorithm of the suite, say which
 // reductions to fuse and that the state rolls from tile to tile, and Neptune derives the rescaling
-// from the definitions and proves it (FUSION.md §3-4). Then we follow the fused group down: its CPU
-// form against the unfused algorithm, its tile program (what one thread block does), that program
-// in the tile-IR interpreter against the fp64 reference, and, when this machine has a GPU, the
-// CUDA kernel the same program becomes.
+// from the definitions and proves it (docs/design/fusion.md: the repair function, the rolling
+// update). Then we follow the fused group down: its CPU form against the unfused algorithm, its
+// tile program (what one thread block does), that program in the tile-IR interpreter against the
+// fp64 reference, and, when this machine has a GPU, the CUDA kernel the same program becomes.
 //
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_07_flash_attention

@@ -10,10 +10,11 @@
 //
 // The combine is not written by hand either. split_k_update(P, T) asks for P chunks, each rolling
 // over tiles of T keys as in lesson 7, and Neptune derives the merge of two partial states from
-// the same repair h it derived for the rolling loop (FUSION.md §5; PERFORMANCE.md §6.1 writes the
-// same combine with log-sum-exp). This lesson picks the chunk count, applies the directive, reads
-// the two kernels of the tile program, folds them into one, runs both forms in the interpreter with
-// a few chunk counts (including more chunks than tiles), and on a GPU runs the CUDA kernel.
+// the same repair h it derived for the rolling loop (docs/design/fusion.md, the split-K update;
+// FlashDecoding writes the same combine with log-sum-exp). This lesson picks the chunk count,
+// applies the directive, reads the two kernels of the tile program, folds them into one, runs both
+// forms in the interpreter with a few chunk counts (including more chunks than tiles), and on a GPU
+// runs the CUDA kernel.
 //
 // Build and run (from the repository root, after scripts/setup.sh):
 //   meson setup build -Dtests=enabled && ninja -C build tutorials/lesson_08_flash_decoding
@@ -119,16 +120,17 @@ int main() {
     // of a group are the rows of one block's tile, so K and V are read once for all of them). The
     // tiles of 32 keys number ceil(5000 / 32) = 157. split_k_chunks asks for about two blocks
     // per SM, so that every SM streams keys, but for no more than about sqrt(tiles) chunks: a block
-    // streams tiles / c tiles and the combine then walks c chunks one after another, and on the H200
-    // a tile and a chunk cost about the same (docs/perf-log.md). Then it takes up to a quarter fewer
-    // where that gives the busiest SM fewer tiles: a one-wave kernel lasts as long as its busiest SM,
-    // so 5 chunks of 64 groups (3 blocks on some SMs, 2 on others) lose to 4 (2 on almost every SM).
-    // Here every block has an SM to itself, and 13 stays. (On an sm_90a GPU the operator would
-    // also take 64-key tiles here, decode_block_n: with one block per SM a warp's own latency bounds
-    // the rate, and a 64-key tile halves its steps per key; the sqrt cap counts 32-key tiles so that
-    // the chunks keep their keys.) The count is a kernel parameter, so
-    // the program is the same for any count; only its shared memory matters here, which decides how
-    // many blocks an SM holds once there are more blocks than two per SM (then chunks fill waves).
+    // streams tiles / c tiles and the combine then walks c chunks one after another, and on the
+    // H200 a tile and a chunk cost about the same (docs/engineering-log.md, 2026-12-01, the chunk
+    // rule). Then it takes up to a quarter fewer where that gives the busiest SM fewer tiles: a
+    // one-wave kernel lasts as long as its busiest SM, so 5 chunks of 64 groups (3 blocks on some
+    // SMs, 2 on others) lose to 4 (2 on almost every SM). Here every block has an SM to itself, and
+    // 13 stays. (On an sm_90a GPU the operator would also take 64-key tiles here, decode_block_n:
+    // with one block per SM a warp's own latency bounds the rate, and a 64-key tile halves its
+    // steps per key; the sqrt cap counts 32-key tiles so that the chunks keep their keys.) The
+    // count is a kernel parameter, so the program is the same for any count; only its shared memory
+    // matters here, which decides how many blocks an SM holds once there are more blocks than two
+    // per SM (then chunks fill waves).
     const int sms = 132, max_shared = 227 * 1024;  // the H200's SMs, and the shared memory a block may opt in to
     const int resident =
         internal::resident_blocks(lower_decode(spec, 1, true).program.kernels.at(0).shared_bytes, max_shared);

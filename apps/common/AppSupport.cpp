@@ -207,7 +207,7 @@ int run_app(const AppOperator &op, const CommonOptions &o) {
             if (n >= o.warmup) ms.push_back(t);
         }
         const double med = median(ms), best = *std::min_element(ms.begin(), ms.end());
-        // Throughput by OPERATORS.md §4: bytes for memory-bound operators, else FLOPs.
+        // Throughput as docs/design/operators.md counts work: bytes for memory-bound operators, else FLOPs.
         const bool bytes = memory_bound(inst.spec);
         const double per_s = (bytes ? operator_bytes(inst) : operator_flops(inst)) / (med * 1e-3);
         const bool tera = !bytes && per_s >= 1e12;

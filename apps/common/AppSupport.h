@@ -50,7 +50,7 @@ struct AppOperator {
 /** Runs the app: resolves the backend, makes random inputs (copied to the device on the GPU) and
  * outputs poisoned with NaN, calls the library once and checks every output against the fp64
  * reference (every element written), then times `repeats` calls after `warmup`, and prints the
- * time and throughput (OPERATORS.md §4). Returns an ExitStatus; errors are printed with the
+ * time and throughput (docs/design/operators.md, counting work). Returns an ExitStatus; errors are printed with the
  * library's message. */
 int run_app(const AppOperator &op, const CommonOptions &options);
 

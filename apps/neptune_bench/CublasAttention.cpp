@@ -91,8 +91,8 @@ const CublasLib &cublas() {
     return lib;
 }
 
-// One block per row of scores. The modifier and the mask follow OPERATORS.md §1 (scores arrive
-// already scaled by the GEMM's alpha); a row with no visible key gets P = 0, hence O = 0.
+// One block per row of scores. The modifier and the mask follow the conventions of docs/design/operators.md (scores
+// arrive already scaled by the GEMM's alpha); a row with no visible key gets P = 0, hence O = 0.
 const char *softmax_source = R"(
 extern "C" __global__ void __launch_bounds__(256) neptune_bench_softmax(
     const float *__restrict__ s, unsigned short *__restrict__ p, const float *__restrict__ slopes,

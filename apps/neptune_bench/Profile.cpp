@@ -224,7 +224,7 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
         natives.push_back(std::move(n));
     }
 
-    // 3. Timing, interleaved; the SM clock before and after (OPERATORS.md §7.5).
+    // 3. Timing, interleaved; the SM clock before and after (docs/design/operators.md, how it is measured: clocks).
     std::vector<NativeImpl *> timed = {neptune.get()};
     std::vector<ImplResult *> timed_res = {&nres};
     for (Native &n : natives)

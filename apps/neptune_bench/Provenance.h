@@ -1,7 +1,7 @@
 #ifndef NEPTUNE_BENCH_PROVENANCE_H
 #define NEPTUNE_BENCH_PROVENANCE_H
 /** \file
- * Where and when a result was measured (OPERATORS.md §7.7): the GPU, its driver and clocks, the
+ * Where and when a result was measured (docs/design/operators.md, provenance): the GPU, its driver and clocks, the
  * NVRTC that compiled Neptune's kernels, the host, the date and the command line; the PyTorch side
  * (torch, Triton, cuDNN and CUDA versions) is added from the baseline driver's answer. */
 #include <string>

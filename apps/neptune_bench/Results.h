@@ -2,7 +2,7 @@
 #define NEPTUNE_BENCH_RESULTS_H
 /** \file
  * What the benchmark measures and writes: one result per implementation at one (operator, shape)
- * point, Neptune's speedups over the other implementations (OPERATORS.md §7.6), the table the
+ * point, Neptune's speedups over the other implementations (docs/design/operators.md, speedup), the table the
  * profile command prints, and the JSON file (schema "neptune-bench/1") that profile and sweep
  * write and scripts/plot_sweep.py reads. */
 #include <cstdint>
@@ -46,7 +46,7 @@ struct PointResult {
     std::string op;
     int64_t batch = 0, seq = 0;
     std::string unit;  // "TFLOP/s" or "TB/s"
-    double work = 0;  // FLOPs or bytes (OPERATORS.md §4)
+    double work = 0;  // FLOPs or bytes (docs/design/operators.md, counting work)
     bool failed = false;
     std::string error;  // why it failed (then results may be partial)
     double seconds = 0;  // wall time spent on the point

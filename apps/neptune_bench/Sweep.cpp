@@ -51,8 +51,9 @@ std::string clock_time(double s) {
 
 std::vector<std::string> attention_operators() {
     std::vector<std::string> out;
+    // The ten attention operators of docs/design/operators.md.
     for (const OperatorSpec &op : operator_suite())
-        if (op.family == Family::Attention && !op.with_row_stats) out.push_back(op.name);  // the ten of OPERATORS.md §2
+        if (op.family == Family::Attention && !op.with_row_stats) out.push_back(op.name);
     return out;
 }
 

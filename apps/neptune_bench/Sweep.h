@@ -1,7 +1,7 @@
 #ifndef NEPTUNE_BENCH_SWEEP_H
 #define NEPTUNE_BENCH_SWEEP_H
 /** \file
- * `neptune_bench sweep`: the original evaluation's sweeps (OPERATORS.md §3) over the attention
+ * `neptune_bench sweep`: the original evaluation's sweeps (docs/design/operators.md, shapes) over the attention
  * operators, point by point, into one JSON file that the command resumes: a point already in the
  * file is not measured again, so a sweep runs in pieces of a few minutes (the GPU machine's limit
  * per command) and the pieces add up. Failing points are recorded and the sweep goes on. */
@@ -30,7 +30,7 @@ struct SweepPoint {
     bool operator==(const SweepPoint &o) const { return op == o.op && batch == o.batch && seq == o.seq; }
 };
 
-/** The ten attention operators of OPERATORS.md §2 (not the row-statistics variant), in list order. */
+/** The ten attention operators of docs/design/operators.md (not the row-statistics variant), in list order. */
 std::vector<std::string> attention_operators();
 /** "all" or a comma-separated list of attention operators; throws std::invalid_argument otherwise. */
 std::vector<std::string> parse_ops(const std::string &text);

@@ -32,17 +32,18 @@
 --self-test    make random inputs for --op/--batch/--seq in a temporary directory, an fp64 reference
                for a few rows, and an unfused fp32 torch output standing in for Neptune's; run all.
 
-Semantics (OPERATORS.md 1): s = scale*q.k, then softcap cap*tanh(s/cap), then ALiBi s + slope_h*(kv-p)
-with p = Skv - Sq + i (bottom-right aligned), then causal kv <= p or window p-W < kv <= p; query head
-h reads KV head h // (Hq/Hkv). A causal mask with Sq = 1 is vacuous and is not passed (SDPA's
-is_causal is top-left aligned). SDPA runs only without softcap/ALiBi/window.
+Semantics (docs/design/operators.md, conventions): s = scale*q.k, then softcap cap*tanh(s/cap), then
+ALiBi s + slope_h*(kv-p) with p = Skv - Sq + i (bottom-right aligned), then causal kv <= p or window
+p-W < kv <= p; query head h reads KV head h // (Hq/Hkv). A causal mask with Sq = 1 is vacuous and is
+not passed (SDPA's is_causal is top-left aligned). SDPA runs only without softcap/ALiBi/window.
 
-Method (OPERATORS.md 7): every implementation's output is checked before timing; warm-up (compile,
-autotune) is untimed; before every timed call a 256 MB buffer is written to flush L2, and CUDA
-events are recorded after the flush, around the call alone; implementations are interleaved per
-repeat (rotating order); the median of N repeats is reported with min and max. FlexAttention's block
-mask is built once, untimed. Units: prefill TFLOP/s with FLOPs 4*B*Hq*Sq*Skv*D, halved for causal,
-2*B*Hq*Sq*min(Skv,W)*D for window; decode TB/s of K plus V bytes.
+Method (docs/design/operators.md, how it is measured): every implementation's output is checked
+before timing; warm-up (compile, autotune) is untimed; before every timed call a 256 MB buffer is
+written to flush L2, and CUDA events are recorded after the flush, around the call alone;
+implementations are interleaved per repeat (rotating order); the median of N repeats is reported
+with min and max. FlexAttention's block mask is built once, untimed. Units: prefill TFLOP/s with
+FLOPs 4*B*Hq*Sq*Skv*D, halved for causal, 2*B*Hq*Sq*min(Skv,W)*D for window; decode TB/s of K plus V
+bytes.
 
 Output: a table on stdout, one row per implementation; with --json FILE also {"op", "batch", "seq",
 "unit", "device", "torch", "triton", "cuda", "cudnn", "driver", "sm_clock_mhz": {"before", "after",
@@ -168,7 +169,7 @@ def load_case(torch, a):
 
 
 def work(m):
-    """(unit, FLOPs or bytes) by OPERATORS.md 4."""
+    """(unit, FLOPs or bytes) as docs/design/operators.md counts work."""
     if m["decode"]:
         return "TB/s", 2.0 * m["B"] * m["hkv"] * m["skv"] * m["d"] * 2
     if m["mask"] == "window":

@@ -93,7 +93,7 @@ struct ExternStageInfo {
  * reads that are scheduled on their own (compute_root, GPU loops, extern) stay Halide stages and
  * become the stage's inputs; Funcs left inline are part of the group. Throws CompileError naming
  * the group for what the tile backend cannot lower or the options cannot describe. The target must
- * have CUDA (Target::CUDA with a capability, HALIDE.md §5). */
+ * have CUDA (Target::CUDA with a capability: docs/design/halide.md, generators). */
 std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs, const ExternOptions &options);
 
 /** The extern stages built so far in this process, oldest first (the generator's main writes them

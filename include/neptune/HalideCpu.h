@@ -41,9 +41,16 @@ private:
     std::vector<Halide::Pipeline> pipelines_;
 };
 
-/** The JIT target for Neptune's CPU paths: the host with strict IEEE float semantics. The algorithms
- * use -infinity as the score of a masked position and test for it (safe_max); under Halide's default
- * fast-math, LLVM may assume no infinities and fold `m == -inf` to false. */
+/** The host as JIT code may use it: Halide's detection (CPUID) less the AVX-512 features whose
+ * register state the operating system does not enable. Some virtual machines report AVX-512 in CPUID
+ * but leave it off, and code Halide compiles for it then dies of SIGILL; the compiler's own check
+ * (__builtin_cpu_supports) reads the OS-enabled state too. */
+Halide::Target host_target();
+
+/** The JIT target for Neptune's CPU paths: HL_JIT_TARGET where set, else host_target(), with strict
+ * IEEE float semantics. The algorithms use -infinity as the score of a masked position and test for it
+ * (safe_max); under Halide's default fast-math, LLVM may assume no infinities and fold `m == -inf` to
+ * false. */
 Halide::Target cpu_target();
 
 }  // namespace neptune

@@ -26,7 +26,7 @@ struct HostTensor {
 };
 
 /** Input styles: plain N(0, 1) as the baselines use, or scores whose row maximum rises
- * across the KV axis, so that a fused kernel's rescale is exercised (FUSION.md §8). */
+ * across the KV axis, so that a fused kernel's rescale is exercised (docs/design/fusion.md, numerical stability). */
 enum class InputStyle { Normal, RisingScores };
 
 /** Random inputs of `inst`, reproducible from `seed`. */

@@ -11,7 +11,7 @@
  * Tensors are dense and row-major (outermost dimension first, as PyTorch's contiguous tensors), on
  * the GPU (NEPTUNE_OPS_CUDA: device pointers of the current CUDA context, which PyTorch shares) or on
  * the host (NEPTUNE_OPS_HOST: the host variants, the fused CPU form). Their shapes are the suite's
- * (OPERATORS.md): attention q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] (f32, ALiBi
+ * (docs/design/operators.md): attention q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] (f32, ALiBi
  * only) to out [B, Hq, Sq, Dv]; row-wise x [rows, cols].
  *
  * Every function returns NEPTUNE_OPS_OK or a status below, and never crashes on bad arguments: null

@@ -98,8 +98,8 @@ struct OperatorInstance {
 /** The instance of `spec` at (batch, seq); throws std::invalid_argument with a message for bad extents. */
 OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t seq);
 
-/** Cost by the conventions of OPERATORS.md §4: attention FLOPs 4*B*Hq*Sq*Skv*D (halved for causal
- * prefill; windowed 2*B*Hq*S*min(S,W)*D); bytes are the compulsory traffic (decode: K and V only). */
+/** Cost by the conventions of docs/design/operators.md (counting work): attention FLOPs 4*B*Hq*Sq*Skv*D (halved for
+ * causal prefill; windowed 2*B*Hq*S*min(S,W)*D); bytes are the compulsory traffic (decode: K and V only). */
 double operator_flops(const OperatorInstance &inst);
 double operator_bytes(const OperatorInstance &inst);
 /** True when the operator is judged in TB/s (decode and row-wise reductions) rather than TFLOP/s. */

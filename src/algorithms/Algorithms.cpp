@@ -50,7 +50,7 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
     f.qk(j, i, h, b) = 0.0f;
     f.qk(j, i, h, b) += f32(in.q(rd, i, h, b)) * f32(in.k(rd, j, hk, b));
 
-    // Score modifiers and masks see the scaled score (OPERATORS.md §1).
+    // Score modifiers and masks see the scaled score (docs/design/operators.md, conventions).
     const Expr pos = in.seq_kv - in.seq_q + i;  // bottom-right aligned query position
     Expr s = f.qk(j, i, h, b) * float(spec.score_scale());
     if (spec.mod == ScoreMod::Softcap) {

@@ -7,6 +7,7 @@
 #include "extern/BuildExternStage.h"
 #include "interop/ExternEntry.h"
 #include "neptune/Error.h"
+#include "neptune/HalideCpu.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
 #include "runtime/Compile.h"
@@ -159,7 +160,7 @@ void prepare_jit(Halide::Pipeline &p) {
 }
 
 Halide::Target gpu_jit_target() {
-    return Halide::get_host_target().with_feature(Halide::Target::CUDA).with_feature(Halide::Target::CUDACapability86);
+    return host_target().with_feature(Halide::Target::CUDA).with_feature(Halide::Target::CUDACapability86);
 }
 
 GpuPipeline::GpuPipeline(Halide::Pipeline pipeline, std::vector<ExternStageInfo> stages)

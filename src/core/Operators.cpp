@@ -230,7 +230,7 @@ double operator_flops(const OperatorInstance &in) {
     switch (in.spec.family) {
     case Family::Attention: {
         const double sq = double(in.input("q").shape[2]);
-        const double d = a.head_dim_qk;  // OPERATORS.md §4 counts one D for both GEMMs
+        const double d = a.head_dim_qk;  // docs/design/operators.md counts one D for both GEMMs
         if (a.mask == Mask::Window && !a.decode) return 2.0 * B * a.q_heads * S * std::min<double>(S, a.window) * d;
         double f = 4.0 * B * a.q_heads * sq * S * d;
         return (a.mask != Mask::None && !a.decode) ? f / 2 : f;

@@ -1,5 +1,6 @@
 #include "neptune/HalideCpu.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "neptune/algorithms/Algorithms.h"
@@ -16,8 +17,25 @@ Halide::Buffer<> to_halide_buffer(const HostTensor &t) {
     return buf;
 }
 
+Halide::Target host_target() {
+    Halide::Target t = Halide::get_host_target();
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f")) {
+        for (Halide::Target::Feature f :
+             {Halide::Target::AVX512, Halide::Target::AVX512_KNL, Halide::Target::AVX512_Skylake,
+              Halide::Target::AVX512_Cannonlake, Halide::Target::AVX512_SapphireRapids, Halide::Target::AVX512_Zen4,
+              Halide::Target::AVX512_Zen5, Halide::Target::AVX10_1})
+            t = t.without_feature(f);
+    }
+#endif
+    return t;
+}
+
 Halide::Target cpu_target() {
-    return Halide::get_jit_target_from_environment().with_feature(Halide::Target::StrictFloat);
+    const char *env = std::getenv("HL_JIT_TARGET");
+    const Halide::Target t = env && *env ? Halide::get_jit_target_from_environment() : host_target();
+    return t.with_feature(Halide::Target::StrictFloat);
 }
 
 void schedule_reductions_at_root(const std::vector<Halide::Func> &outputs) {

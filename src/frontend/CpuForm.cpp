@@ -153,7 +153,8 @@ private:
         // The value later stages read after tile k: the initial value folded in, guarded. A sum read by
         // a companion repair is extrapolated to the whole domain (sum * N / positions seen), e.g. a running
         // mean rather than a partial sum over N: the repair is exact for any value, and its companions
-        // then expand around a value close to the final one, as Chan's update does (FUSION.md §11.4).
+        // then expand around a value close to the final one, as Chan's update does (docs/design/fusion.md, multi-moment
+        // states).
         Expr value_k = reducer_combine(s.reducer, s.init, element(state, at(args, k_), n)[0]);
         if (s.reducer == Reducer::Sum && read_by_companions(s.name)) {
             const Expr first = split ? Expr(p_) * per_chunk_ * T : Expr(0);

@@ -515,7 +515,8 @@ private:
             const std::string why = "the repair rescales by exp(" + to_string(term) +
                                     "), which between two partial "
                                     "values of the producers can overflow where the unfused algorithm does not; an "
-                                    "exponent may read a producer only as - max or + min (FUSION.md §8)";
+                                    "exponent may read a producer only as - max or + min (docs/design/fusion.md, "
+                                    "numerical stability)";
             if (m.exp_arg || m.powers.size() != 1 || m.powers.begin()->second != 1) fail(why);
             const std::string p = monotone_producer(ctx_.atom_info(m.powers.begin()->first).expr);
             auto it = producer_reducers_.find(p);

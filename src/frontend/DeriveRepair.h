@@ -1,7 +1,7 @@
 #ifndef NEPTUNE_FRONTEND_DERIVE_REPAIR_H
 #define NEPTUNE_FRONTEND_DERIVE_REPAIR_H
 /** \file
- * The repair h of a fused reduction (FUSION.md §3): given a target
+ * The repair h of a fused reduction (docs/design/fusion.md, the repair function): given a target
  * t = (+)_j g(r, c_j) over a reducer (+), max or min, where r are the values of
  * the producer reductions it reads, find h(t, r, r') that re-expresses a
  * partial target accumulated under r as if under r'. h is derived
@@ -13,18 +13,20 @@
  * Four forms are derived:
  *   None     g does not read a producer: h(t) = t.
  *   Rescale  g = S(r) * U(c):  h(t) = t * S(r')/S(r). For max/min, S's sign must be
- *            provably definite, so the factor is positive and h is monotone (FUSION.md §11.3).
+ *            provably definite, so the factor is positive and h is monotone (docs/design/fusion.md,
+ *            max and min target reducers).
  *   Shift    (max/min only) g = P(r) + U(c):  h(t) = t - P(r) + P(r'), monotone.
  *   Taylor   (sums only) g = S(r) * p(r, c) with p polynomial in producer values: the state
  *            carries companions T_a = sum_j S(r) d^a p / a! (its derivatives in the producers),
  *            and T_b(r') = S(r')/S(r) * sum_c binom(b+c, c) (r' - r)^c T_(b+c)(r). The mean ->
- *            variance chain of LayerNorm gets Chan's update this way (FUSION.md §11.4).
- * Stability (FUSION.md §8): a producer may enter an exponential of the repair factor only as
- * -max or +min (possibly behind a safe-max select), which keeps every exponent <= 0 between partial
- * values; other exponentials of producers could overflow where the unfused algorithm does not, and
- * are rejected. (With no reducers given, as in unit tests of the algebra alone, this is not checked.)
- * Selects whose conditions do not read producers (masks) are lifted first: every branch
- * that is not the reducer's identity must admit the same repair. */
+ *            variance chain of LayerNorm gets Chan's update this way (docs/design/fusion.md,
+ *            multi-moment states).
+ * Stability (docs/design/fusion.md, numerical stability): a producer may enter an exponential of
+ * the repair factor only as -max or +min (possibly behind a safe-max select), which keeps every
+ * exponent <= 0 between partial values; other exponentials of producers could overflow where the
+ * unfused algorithm does not, and are rejected. (With no reducers given, as in unit tests of the
+ * algebra alone, this is not checked.) Selects whose conditions do not read producers (masks) are
+ * lifted first: every branch that is not the reducer's identity must admit the same repair. */
 #include <map>
 #include <string>
 #include <vector>
@@ -41,8 +43,9 @@ Halide::Expr reducer_identity(Reducer r);
 /** reducer(a, b): a + b, max(a, b) or min(a, b). */
 Halide::Expr reducer_combine(Reducer r, const Halide::Expr &a, const Halide::Expr &b);
 /** A producer value as fused stages read it: a max (min) still at its identity, i.e. one that has
- * seen only masked positions, reads as 0 (FUSION.md §8); sums read as they are. The repairs are exact
- * for any producer values, so this only keeps -inf - (-inf) out of exponents. */
+ * seen only masked positions, reads as 0 (docs/design/fusion.md, numerical stability); sums read as
+ * they are. The repairs are exact for any producer values, so this only keeps -inf - (-inf) out of
+ * exponents. */
 Halide::Expr guarded_producer(Reducer r, const Halide::Expr &v);
 
 enum class RepairKind { None, Rescale, Shift, Taylor };

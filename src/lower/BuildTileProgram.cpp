@@ -610,7 +610,8 @@ private:
     // heads take turns, heaviest tile first: a section's K and V stay few enough for L2, and it is
     // just large enough (its work per SM about one heaviest block: rows ~ 2 SMs / (tiles + 1) for
     // causal work, whole GQA groups) that its light tiles fill in around its heavy ones at the end.
-    // prefill_causal 1,8192 on the H200: 559 -> 579 TFLOP/s (perf-log.md, session 21).
+    // prefill_causal 1,8192 on the H200: 559 -> 579 TFLOP/s (docs/engineering-log.md, 2026-12-03, masked
+    // prefill's block order).
     std::vector<ScalarDef> heaviest_first_order() const {
         const Expr tiles = int_var("grid_x"), rows = int_var("batch") * int_var("q_heads");
         const Expr group = int_var("q_heads") / int_var("kv_heads"), per_group = group * (tiles + 1);
@@ -720,7 +721,7 @@ private:
     // two_pass_combine, one pass per level of the dependency chain instead: the producers (the
     // maximum) reach their final values r first, then each dependent state adds its chunks'
     // h(t_p, r_p -> r); no running state is repaired, so the chunks' merges are independent
-    // (measured level with the rolling pass: perf-log.md, session 23).
+    // (measured level with the rolling pass: docs/engineering-log.md, 2026-12-03, a two-pass combine).
     Kernel combine_kernel() {
         Kernel k;
         k.name = "neptune_split_k_combine";

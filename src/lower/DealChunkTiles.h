@@ -4,7 +4,8 @@
  * Deals a split-K partial kernel's KV tiles out to its chunks, in the order the launch picks: the
  * kernel's int parameter `interleave` is 1 for round-robin (chunk c takes tiles c, c + chunks, ... of
  * the visible range: a (batch, KV head) group's blocks stream neighbouring tiles together, about 1 %
- * faster on the H200 with a few chunks, perf-log.md session 18) and 0 for runs (chunk c takes the c-th
+ * faster on the H200 with a few chunks: docs/engineering-log.md, 2026-12-03, the order of a chunk's
+ * tiles) and 0 for runs (chunk c takes the c-th
  * run of ceil(visible / chunks) tiles: 2 % faster at 16 chunks). One kernel serves both, so an AOT
  * library follows the chunk count it picks at run time. */
 #include "tir/IR.h"

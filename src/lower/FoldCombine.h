@@ -5,7 +5,8 @@
  * group to finish merges the group's chunk states itself, so decode is one launch instead of two, the
  * combine of one group overlaps the partials of the others, and the combine's loads hit L2 moments
  * after they were written. On the H200 that took decode from 3.79 to 3.85 TB/s at decode_causal 8,8192
- * and from 2.92 to 3.04 at decode_gqa 8,8192, and made more chunks affordable at B = 1 (perf-log.md). */
+ * and from 2.92 to 3.04 at decode_gqa 8,8192, and made more chunks affordable at B = 1 (docs/engineering-log.md,
+ * 2026-12-01, the folded combine). */
 #include "tir/IR.h"
 
 namespace neptune::internal {
@@ -22,10 +23,9 @@ namespace neptune::internal {
  * ("<state>_shared") and a ClusterMerge runs the combine in rank 0, its workspace loads become cluster
  * loads of chunk p's tiles; no workspace, counter or L2 round trip follows the streams (the workspace
  * fold ends ~2 us after the last stream at decode_causal 8,8192; the cluster merge took 0.3 % off it,
- * perf-log.md, session 24). One chunk is a
- * cluster of one. Needs one partial state per block.
- * `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs
- * before plan_shared_memory). */
+ * docs/engineering-log.md, 2026-12-04, the cluster merge). One chunk is a cluster of one. Needs one partial state per
+ * block. `enabled` false, or any other program: unchanged. Requires: the kernels' own passes done (it runs before
+ * plan_shared_memory). */
 tir::Program fold_combine(const tir::Program &p, bool enabled, bool cluster = false);
 
 }  // namespace neptune::internal

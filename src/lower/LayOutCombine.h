@@ -5,9 +5,10 @@
  * states with CUDA-core arithmetic alone, yet build_tile_program gives it the partial kernel's mma
  * fragments: there each lane loads its 64 elements of a chunk one scalar at a time, half of every
  * sector unused, and a KV group of 4 query heads leaves the lanes of the 12 missing rows idle. A
- * warp-rows tile moves a row as one float4 per lane (scripts/device/combine_ceiling.cu: 1.1 us per
+ * warp-rows tile moves a row as one float4 per lane (experiments/combine_ceiling.cu: 1.1 us per
  * chunk in fragments against 0.45 in rows of 4, on the H200). Strips, not the 16 rows at once: with
- * 16-row tiles the registers held one row's load in flight at a time (perf-log.md, session 13). */
+ * 16-row tiles the registers held one row's load in flight at a time (docs/engineering-log.md,
+ * 2026-12-02, the combine in strips of warp-rows registers). */
 #include "tir/IR.h"
 
 namespace neptune::internal {

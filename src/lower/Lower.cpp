@@ -73,15 +73,17 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     o.min_blocks_per_sm = decode ? 0 : 3;
     // Decode: 3 cp.async stages. Where a warp's own latency bounds the rate (batch x KV heads below the
     // SM count, so split-K chunks fill the machine) a third tile in flight gains 2-7 %; with many
-    // groups it costs about 1 % of residency (perf-log.md, session 12).
+    // groups it costs about 1 % of residency (docs/engineering-log.md, 2026-12-01, 3 decode stages).
     o.stages = decode ? 3 : 2;
     // Decode's combine loops take 4 chunks' loads at once, the loop padded to a multiple of 4: each
     // round trip the combine waits for is in the kernel's tail. 8 (what 128 registers allow over 4-row
-    // strips) measured no better, 4 than 2 up to 5 % better at batch 1 (perf-log.md, sessions 10, 15).
+    // strips) measured no better, 4 than 2 up to 5 % better at batch 1 (docs/engineering-log.md,
+    // 2026-12-01, unrolled chunk loops, and 2026-12-02, the combine's loads in flight).
     o.unroll_chunks = decode ? 4 : 1;
     // Decode on sm_90a: the K/V copies by TMA, one thread issuing one instruction per 64-column box
     // instead of 16 cp.async per lane and tile (166 registers instead of 241), with 128-byte L2
-    // promotion: 256 bytes, right for prefill, costs decode's streams 5 % (perf-log.md, session 14).
+    // promotion: 256 bytes, right for prefill, costs decode's streams 5 % (docs/engineering-log.md,
+    // 2026-12-02, TMA copies in decode's loop and the L2 promotion).
     o.tma_loads = decode && arch == GpuArch::Sm90a;
     o.tma_l2_promotion = decode ? 128 : 256;
     const bool fits = head_dim_qk % 64 == 0 && head_dim_v % 64 == 0 && head_dim_qk <= 256 && head_dim_v <= 256 &&
@@ -90,7 +92,8 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
         // Q (128 rows) + 2 stages of K and V: 224 KB at head dim 128 with 192 keys, 192 KB at 256 with 64.
         // 192-key tiles take a third fewer steps per key than 128, and each step pays barriers, turns,
         // row reductions and rescales: prefill_global 1,8192 609 -> 638 TFLOP/s, prefill_causal 580 ->
-        // 601, prefill_gqa 578 -> 601 (perf-log.md, session 21). A 4096-key window spans 21.3 tiles of
+        // 601, prefill_gqa 578 -> 601 (docs/engineering-log.md, 2026-12-03, KV tiles of 128 to 192 keys on
+        // the sm_90a prefill path). A 4096-key window spans 21.3 tiles of
         // 192, more of them partly masked than of 128: prefill_windowed 304 with 128, 297 with 192.
         o.wgmma = true;
         o.warps = 8;

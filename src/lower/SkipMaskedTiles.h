@@ -1,8 +1,8 @@
 #ifndef NEPTUNE_LOWER_SKIP_MASKED_TILES_H
 #define NEPTUNE_LOWER_SKIP_MASKED_TILES_H
 /** \file
- * Mask-aware tile skipping (FUSION.md §7): a fully masked KV tile contributes the identity to
- * every stage, so it is skipped exactly; a fully visible tile needs no mask arithmetic. */
+ * Mask-aware tile skipping (docs/design/fusion.md, masks and score modifiers): a fully masked KV tile contributes the
+ * identity to every stage, so it is skipped exactly; a fully visible tile needs no mask arithmetic. */
 #include "tir/IR.h"
 
 namespace neptune::internal {

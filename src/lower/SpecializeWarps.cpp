@@ -76,7 +76,8 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
     out.pipeline_stages = stages;
     out.producer_warps = 4;
     // One block per SM: the producer keeps 24 registers, the compute warpgroups share the rest
-    // (HOPPER_ATTENTION.md §4): 128 * 24 + 256 * 240 <= 65536 with two, 128 * 32 + 384 * 160 with three.
+    // (docs/design/gpu-families.md, warp specialization and register reallocation): 128 * 24 + 256 * 240 <= 65536 with
+    // two, 128 * 32 + 384 * 160 with three.
     const int consumers = k.warps / 4;
     out.producer_registers = consumers >= 3 ? 32 : 24;
     out.consumer_registers = consumers >= 3 ? 160 : 240;

@@ -5,8 +5,8 @@
  * take the 128-byte swizzled layout instead of padded rows. Padding shifts every other 256-byte row
  * of K and V by 16 bytes, so each 128-byte line that a warp copies lands across two 128-byte
  * segments of shared memory; the copy is then split, and a third of the L2 sector lookups repeat
- * ones already made (hit rate 34 %, DRAM at 83 % of peak in decode: perf-log.md, session 12). The
- * swizzle keeps ldmatrix free of bank conflicts without padding. */
+ * ones already made (hit rate 34 %, DRAM at 83 % of peak in decode: docs/engineering-log.md, 2026-12-01, the L2 hits of
+ * padded shared rows). The swizzle keeps ldmatrix free of bank conflicts without padding. */
 #include "tir/IR.h"
 
 namespace neptune::internal {

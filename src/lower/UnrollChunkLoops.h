@@ -3,7 +3,8 @@
 /** \file
  * The split-K combine's loops over chunks, with several chunks' loads in flight. Each iteration of
  * such a loop waits for one global-load round trip; at batch 1, with 9 to 16 chunks per group, those
- * trips are a visible part of the decode time (perf-log.md, sessions 10 and 15). A plain
+ * trips are a visible part of the decode time (docs/engineering-log.md, 2026-12-01, unrolled chunk
+ * loops, and 2026-12-02, the combine's loads in flight). A plain
  * `#pragma unroll U` over a trip count known only at run time leaves a remainder loop that takes the
  * chunks one at a time (5 chunks unrolled by 2: three round trips), so the loop is padded to a
  * multiple of U instead: iterations past the last chunk load nothing (their slices have no valid rows)

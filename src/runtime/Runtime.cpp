@@ -396,7 +396,7 @@ int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const un
     }
     // Load balancing rather than the default spread: clusters of 4 one-warp decode blocks (128 of them
     // at decode_causal 4,8192) took 143.4 us spread and 138.1 balanced (the fold without clusters:
-    // 137.9); clusters of 2 the same either way (perf-log.md, session 24).
+    // 137.9); clusters of 2 the same either way (docs/engineering-log.md, 2026-12-04, the cluster merge).
     CUlaunchAttribute attrs[2] = {};
     attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attrs[0].value.clusterDim.x = cluster[0];

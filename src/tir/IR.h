@@ -44,7 +44,7 @@ enum class Scope { Global, Shared, Register };
  * row r stored at chunk c ^ (r % 8); cp.async, plain stores and ldmatrix (mma.sync) use it too
  * (swizzle_shared_tiles). SharedRowMajor is padded row-major, for tiles whose columns are not a
  * multiple of 64 (ldmatrix without bank conflicts, at the cost of split copies). Registers: the
- * mma.sync m16n8k16 fragments (HOPPER_ATTENTION.md §8.2), which are also the per-warp slices of
+ * mma.sync m16n8k16 fragments (docs/design/gpu-families.md, fragment layouts), which are also the per-warp slices of
  * wgmma's m64nN accumulator and register A operand, so maps, row reductions and conversions are the
  * same on both paths; RowVector is their per-row f32. WarpRows is for small f32 tiles that no dot
  * touches, in one-warp kernels (split-K's combine, a strip of rows at a time: lay_out_combine): up to

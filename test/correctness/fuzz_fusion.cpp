@@ -380,10 +380,10 @@ bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, co
     Halide::Realization r = Halide::Pipeline(all).realize({shape.rows}, neptune::cpu_target());
 
     // Rows where a plain producer ends at +-inf (every position masked) are not compared: the CPU
-    // form reads such a producer as 0 (FUSION.md §8, CpuForm.h) where the plain algorithm evaluates
-    // its maps at +-inf, and Halide's exp and log do not follow IEEE there (on the CPU,
-    // exp(+inf) = exp(nan) = 0 and log(+inf) = 88.7). Elsewhere a finite plain value must be matched
-    // within the tolerance, a non-finite one by a non-finite one.
+    // form reads such a producer as 0 (docs/design/fusion.md, numerical stability; CpuForm.h) where the plain algorithm
+    // evaluates its maps at +-inf, and Halide's exp and log do not follow IEEE there (on the CPU, exp(+inf) = exp(nan)
+    // = 0 and log(+inf) = 88.7). Elsewhere a finite plain value must be matched within the tolerance, a non-finite one
+    // by a non-finite one.
     const size_t k = lowered.size(), first_producer = plain.targets.size();
     std::vector<bool> masked(size_t(shape.rows), false);
     for (size_t p = 0; p < plain.producers.size(); p++) {

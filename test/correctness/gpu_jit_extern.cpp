@@ -2,7 +2,7 @@
 // buffers and compared with the fp64 reference; and a JIT pipeline where Halide CUDA stages run on
 // both sides of Neptune's stage (q pre-scaled before it, the output doubled after it) in one CUDA
 // context, on device buffers throughout. Skips (77) without a GPU; links libHalide (shipped with
-// scripts/device/prepare.sh), as the other JIT GPU tests do.
+// scripts/gpu/prepare.sh), as the other JIT GPU tests do.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -86,7 +86,7 @@ Buffer<float> realize(const Func &f, const std::vector<int> &sizes) {
 }
 
 // Inputs in [-2, 2] plus a ramp along each row, so the row maximum rises across tiles and every
-// repair rescales (FUSION.md §8).
+// repair rescales (docs/design/fusion.md, numerical stability).
 Buffer<float> random_rows(int n, int rows, uint32_t seed) {
     Buffer<float> b(n, rows);
     uint32_t s = seed;

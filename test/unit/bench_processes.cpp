@@ -108,7 +108,7 @@ TEST_CASE("bench profiler: the profiler is chosen by name and its absence is exp
     const std::string old = std::getenv("PATH");
     setenv("PATH", "/nonexistent", 1);
     CHECK_THROWS_WITH_AS(find_profiler("nsys"), doctest::Contains("nsys is not on the PATH"), std::invalid_argument);
-    // A fake ncu on the PATH is found, and the commands carry the options the H200 machine needs.
+    // A fake ncu on the PATH is found, and the commands carry ncu's options (clocks as they are, every process).
     const std::string dir = temp_path("bin");
     CHECK(run_command({"/bin/mkdir", "-p", dir}) == 0);
     std::ofstream(dir + "/ncu") << "#!/bin/sh\nexit 0\n";

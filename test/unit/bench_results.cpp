@@ -1,4 +1,4 @@
-// The benchmark's results: Neptune's speedups (OPERATORS.md §7.6) and the profile table's ratios on
+// The benchmark's results: Neptune's speedups (docs/design/operators.md, speedup) and the profile table's ratios on
 // hand-made points, correctness judgement, the JSON file (round trip, foreign files), and the
 // sweep's plan, resumption and progress line. Every expected figure is computed by hand below.
 #include <doctest/doctest.h>

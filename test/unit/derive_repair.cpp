@@ -1,5 +1,6 @@
 // The repair derivation, case by case: the derived h against the hand-derived form, and every
-// companion's update checked on sums of random terms in fp64 (FUSION.md §3, §6, §11).
+// companion's update checked on sums of random terms in fp64 (docs/design/fusion.md: the repair function, worked
+// examples, further reducers).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -124,7 +125,7 @@ TEST_CASE("derive: masks, softcap and ALiBi live in the non-producer part and le
 TEST_CASE("derive: Performer's feature sums, exp(a - k_max) * v and exp(a - q_max) * kv_sum") {
     const Repair r = derive_repair("kv_sum", Reducer::Sum, Halide::exp(x - var("k_max")) * v, {"k_max"}, "kv", {});
     CHECK(r.kind == RepairKind::Rescale);
-    // FUSION.md §11.6: R1 against the map gives t * exp(r - r') (the paper prints exp(r' - r)).
+    // docs/design/fusion.md, Performer: R1 against the map gives t * exp(r - r') (the paper prints exp(r' - r)).
     CHECK(h_at(r, {{"t", 1.0}, {"k_max", 2.0}, {"k_max'", 3.0}}) == doctest::Approx(std::exp(2.0 - 3.0)));
     check_on_data(r, Reducer::Sum, {{"k_max", 1.0}}, {{"k_max", 2.5}});
 }
@@ -136,7 +137,8 @@ TEST_CASE("derive: a mean -> variance chain gets companions (Chan's update)") {
     CHECK(r.kind == RepairKind::Taylor);
     REQUIRE(r.maps.size() == 3);
     MESSAGE("h = " << sym::pretty(r.h));
-    // Hand-derived (FUSION.md §11.4): sum (x - mu')^2 = t + 2 (mu - mu') sum (x - mu) + N (mu - mu')^2.
+    // Hand-derived (docs/design/fusion.md, multi-moment states): sum (x - mu')^2 = t + 2 (mu - mu') sum (x - mu) + N
+    // (mu - mu')^2.
     check_on_data(r, Reducer::Sum, {{"sum_x", 4.0}, {"n", 5.0}}, {{"sum_x", 9.0}, {"n", 5.0}});
 }
 

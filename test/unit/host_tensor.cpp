@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "neptune/Half.h"
+#include "neptune/HalideCpu.h"
 #include "neptune/HostTensor.h"
 
 using namespace neptune;
@@ -99,4 +100,20 @@ TEST_CASE("host tensors: store then load gives the values rounded once to each s
         back.load(storage.data());
         CHECK(back.values == rounded.values);
     }
+}
+
+TEST_CASE("host target: AVX-512 only where the operating system enables its registers") {
+    __builtin_cpu_init();
+    const bool enabled = __builtin_cpu_supports("avx512f");
+    const Halide::Target t = neptune::host_target();
+    for (Halide::Target::Feature f : {Halide::Target::AVX512, Halide::Target::AVX512_Skylake,
+                                      Halide::Target::AVX512_Cannonlake, Halide::Target::AVX512_Zen4})
+        if (!enabled) CHECK_FALSE(t.has_feature(f));
+    // Code compiled for it runs (a SIGILL would end the test): 3 * i + 1 over 1000 elements.
+    Halide::Func f("f");
+    Halide::Var i("i");
+    f(i) = 3 * i + 1;
+    f.vectorize(i, 16);
+    const Halide::Buffer<int> out = f.realize({1000}, neptune::cpu_target());
+    for (int k = 0; k < 1000; k++) REQUIRE(out(k) == 3 * k + 1);
 }

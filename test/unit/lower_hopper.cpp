@@ -80,7 +80,8 @@ TEST_CASE("select_mma: forcing wgmma on a shape it cannot run is a CompileError 
 
 TEST_CASE("the wgmma path's KV tiles: 192 keys up to head dim 128, 128 under a window, 64 above 128") {
     // Shared memory: Q 32 KB + 2 stages of K and V, 4 x 48 KB at 192 keys, within the 227 KB a block
-    // may take on sm_90 (the figures of perf-log.md, session 21).
+    // may take on sm_90 (docs/engineering-log.md, 2026-12-03, KV tiles of 128 to 192 keys on the sm_90a
+    // prefill path).
     const Kernel g = lower("prefill_global");
     CHECK(g.values.at("k_s").rows == 192);
     CHECK(g.values.at("v_s").rows == 192);

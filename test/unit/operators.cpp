@@ -1,4 +1,5 @@
-// The operator catalog: shapes, costs (hand-derived from OPERATORS.md §3-4) and shape parsing.
+// The operator catalog: shapes, costs (hand-derived from docs/design/operators.md: shapes, counting work) and shape
+// parsing.
 #include <doctest/doctest.h>
 
 #include <stdexcept>
@@ -11,7 +12,7 @@ namespace {
 OperatorInstance at(const std::string &name, int64_t b, int64_t s) { return instantiate(*find_operator(name), b, s); }
 }  // namespace
 
-TEST_CASE("operators: the suite holds the ten attention operators of OPERATORS.md and the row-wise ones") {
+TEST_CASE("operators: the suite holds the ten attention operators of docs/design/operators.md and the row-wise ones") {
     for (const char *n :
          {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap", "prefill_windowed",
           "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap", "attention_row_stats", "softmax",
@@ -34,7 +35,7 @@ TEST_CASE("operators: attention tensors follow [B, H, S, D] with GQA heads and d
     CHECK(d.rows == 3 * 32);
 }
 
-TEST_CASE("operators: FLOP and byte counts match the table of OPERATORS.md §3 at B=1, S=8192") {
+TEST_CASE("operators: FLOP and byte counts match the shapes table of docs/design/operators.md at B=1, S=8192") {
     CHECK(operator_flops(at("prefill_global", 1, 8192)) == doctest::Approx(1.0995e12).epsilon(1e-3));
     CHECK(operator_flops(at("prefill_causal", 1, 8192)) == doctest::Approx(0.5498e12).epsilon(1e-3));
     CHECK(operator_flops(at("prefill_gqa", 1, 8192)) == doctest::Approx(1.0995e12).epsilon(1e-3));

@@ -185,7 +185,8 @@ struct smem_tile {
  *     row 2: chunks 2 3 0 1 6 7 4 5
  *
  * Rows are unpadded and every 128-byte half-row of K or V lands in one aligned 128-byte segment, so
- * cp.async copies of whole lines stay whole (padded rows split them: perf-log.md, session 12), while
+ * cp.async copies of whole lines stay whole (padded rows split them and turn a third of the L2 lookups
+ * into repeats: docs/engineering-log.md, 2026-12-01, the L2 hits of padded shared rows), while
  * the 8 rows of an ldmatrix 8x8 matrix still fall in 8 different bank groups. `ptr` is 1024-byte
  * aligned for TMA (which swizzles absolute addresses) and wgmma descriptors; cp.async, plain stores
  * and ldmatrix use at() and need only 128 bytes for conflict-free access. */

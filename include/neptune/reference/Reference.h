@@ -2,7 +2,7 @@
 #define NEPTUNE_REFERENCE_REFERENCE_H
 /** \file
  * Plain C++ fp64 references of every operator in the suite: loops written
- * from the formulas of OPERATORS.md, sharing no code with the Halide
+ * from the formulas of docs/design/operators.md, sharing no code with the Halide
  * algorithms they judge. */
 #include <cstdint>
 #include <vector>

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# On the H200 machine (after . scripts/device/setup_remote.sh): the Hopper path's checks and timings in
-# one call. The device library's wgmma/TMA tests, Neptune's prefill kernels timed alone (sm_90a
-# default, then sm_80 for comparison), compute-sanitizer on a small wgmma kernel, the GPU correctness
-# suite. Logs into $OUT.
+# On an sm_90 GPU machine (after . scripts/gpu/setup_remote.sh): the Hopper path's checks and timings.
+# The device library's wgmma/TMA tests, then Neptune's kernels timed alone for each "OP B,S [flags]"
+# given (e.g. the sm_90a default, then --arch sm_80 for comparison). Logs into $OUT (default /tmp).
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 timeout 120 .devrun-aot/test_device_gpu_hopper_ops > "$out/hopper_ops.txt" 2>&1

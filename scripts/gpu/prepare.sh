@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Packs what a run on the H200 machine needs, in two git-ignored folders the device tool carries
-# (a call carries 64 MiB at most):
+# Build on a machine with the toolchain, run the GPU suites on a GPU machine that lacks it (no Halide
+# SDK, no compiler). Run here, after the build, this packs what the GPU machine needs into git-ignored
+# folders of the checkout; copy the checkout with them to the GPU machine and source
+# scripts/gpu/setup_remote.sh there before the check scripts:
 #   prepare.sh      .devrun/: the programs that link libHalide (neptune_bench, the GPU correctness
-#                   tests, lessons 6 to 8) with libHalide.so xz-compressed (165 MB does not fit; 46 MB
-#                   does), and libneptune_ops.so for baselines.py --neptune;
+#                   tests, lessons 6 to 8) with libHalide.so compressed by xz (165 MB -> 46 MB), and
+#                   libneptune_ops.so for baselines.py --neptune;
 #   prepare.sh aot  .devrun-aot/: the programs without libHalide (the AOT libraries' tests, apps and
 #                   lessons 9 and 10, the C ABI's tests and libneptune_ops.so, the device library's and
 #                   the runtime's tests): a few MB, no unpacking;
 #   prepare.sh all  both, then .devrun-all/: libHalide.so.xz and one xz tarball of both folders' programs
-#                   (about 55 MB), so that one call runs the JIT and the AOT checks.
-# scripts/device/setup_remote.sh puts both folders on LD_LIBRARY_PATH; the check scripts find their
-# programs in the folder they need.
+#                   (about 55 MB): one compact folder to copy for the JIT and the AOT checks alike.
+# scripts/gpu/setup_remote.sh unpacks .devrun-all/ and puts both folders on LD_LIBRARY_PATH; the
+# check scripts find their programs in the folder they need.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

@@ -5,7 +5,8 @@
 //
 // Why: a one-wave memory-bound launch lasts as long as its slowest blocks, and the blocks of
 // decode_causal 8,8192 end their streams up to ~8 us apart, block against block and SM against SM
-// (perf-log sessions 18-19). Claims inside a group balance only a group's blocks, which run alike.
+// (per-block timelines: docs/engineering-log.md, 2026-12-03). Claims inside a group balance only a
+// group's blocks, which run alike.
 // Here a block that has finished its own group's tiles steals tiles of the group with the most left,
 // keeps a separate softmax state for them and writes it as an extra partial of that group.
 //

@@ -1,18 +1,20 @@
 // What decode's folded split-K combine costs per chunk, without the partial kernel around it: one warp
 // per (batch, KV head) group merges C chunk states (row max m, row sum l, 128-wide acc per query row of
 // the group) that sit in L2, as the last block of each group does after its arrival.
-//   fragment: Neptune's combine now. Each lane holds the mma.sync accumulator fragment (rows lane / 4
-//             and lane / 4 + 8, two columns in each of 16 n8 tiles), loads its elements one by one
-//             (rows beyond the group masked off), the loop over chunks unrolled by 2.
-//   rows:     the layout proposed in perf-log.md (session 12): lane l owns columns 4l .. 4l + 3 of every
-//             row of the group, one float4 load per row and chunk, UNROLL chunks in flight.
+//   fragment: the combine in mma fragments (the lowering's form before lay_out_combine). Each lane
+//             holds the mma.sync accumulator fragment (rows lane / 4 and lane / 4 + 8, two columns in
+//             each of 16 n8 tiles), loads its elements one by one (rows beyond the group masked off),
+//             the loop over chunks unrolled by 2.
+//   rows:     the layout lay_out_combine gives the combine now (warp-rows tiles): lane l owns columns
+//             4l .. 4l + 3 of every row of the group, one float4 load per row and chunk, UNROLL chunks
+//             in flight.
 // Inference from the chunk-count series at decode_gqa 1,8192 was ~1 us per chunk for the fragment form;
 // this measures it. Prints microseconds per launch (median of 50, workspace in L2) for G groups.
-// Build and run on the H200 machine:
-//   nvcc -O3 -arch=sm_90a -o combine_ceiling scripts/device/combine_ceiling.cu && ./combine_ceiling
+// Build and run on an sm_90 GPU (from the repository root):
+//   nvcc -O3 -arch=sm_90a -o combine_ceiling experiments/combine_ceiling.cu && ./combine_ceiling
 #include <cuda_runtime.h>
 
-#include "../../test/device/cuda_check.cuh"
+#include "../test/device/cuda_check.cuh"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

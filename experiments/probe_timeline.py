@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time stamps inside a split-K decode kernel, to see where its last microseconds go (H200 machine).
+"""Time stamps inside a split-K decode kernel, to see where its last microseconds go (an H200).
 
   patch DUMP.cu OUT.cu [--launch N]   adds %globaltimer stamps to a kernel dumped by NEPTUNE_DUMP_CUDA
                                       (start, end of the KV loop, after the arrival, end) in launch N

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# On the H200 machine (after . scripts/device/setup_remote.sh): libneptune_ops.so in one call. The C
+# On the GPU machine (after . scripts/gpu/setup_remote.sh): the checks of libneptune_ops.so. The C
 # ABI's tests (every GPU variant on device memory against fp64; the CPU suite, whose refusal of host
 # memory said to be device memory takes its GPU branch there), the Python module on torch tensors
 # (a torch stream included), then baselines.py --self-test --neptune for the operators given (default:
-# one prefill and one decode operator), which times the AOT kernels beside PyTorch's. Logs into $OUT.
+# one prefill and one decode operator), which times the AOT kernels beside PyTorch's. Logs into $OUT
+# (default /tmp).
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 for t in test_ops_gpu_ops test_ops_abi; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# On the H200 machine, from the repository root: unpacks libHalide.so next to the binaries (when
-# .devrun/ was carried) and puts .devrun/ and .devrun-aot/ on the loader's path.
-# Source it: . scripts/device/setup_remote.sh
+# On the GPU machine, from the repository root (copied there with the folders scripts/gpu/prepare.sh
+# packs): unpacks libHalide.so next to the binaries (when .devrun/ is there) and puts .devrun/ and
+# .devrun-aot/ on the loader's path. Source it: . scripts/gpu/setup_remote.sh
 # .devrun-all/ (prepare.sh all) unpacks into both folders first.
 if [ -f .devrun-all/programs.tar.xz ] && [ ! -f .devrun/neptune_bench ]; then
   xz -d -T4 -c .devrun-all/programs.tar.xz | tar -xf -

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the H200 machine (after . scripts/device/setup_remote.sh): Neptune's kernels alone, one line per
+# On the GPU machine (after . scripts/gpu/setup_remote.sh): Neptune's kernels alone, one line per
 # variant ("OP B,S [flags]"), median of 20 after the fp64 check. Full outputs into $OUT/tune.txt.
 out=${OUT:-/tmp}
 for spec in "$@"; do

@@ -2,7 +2,7 @@
 // 256 (batch, head) groups of K and V, 2 MiB each (decode_causal at B = 8, S = 8192, D = 128 fp16),
 // split into chunks, each block streaming its chunk of K and of V as decode's partial kernel does.
 // Variants: plain 16-byte loads (the copy-engine-free ceiling), the partial kernel's own load schedule
-// (padded, unpadded and swizzled shared rows: the padded ones cost 8 %, perf-log.md session 12),
+// (padded, unpadded and swizzled shared rows: the padded ones cost 8 %),
 // cp.async rings with 1 or 4 warps per block, and Hopper's 1D bulk copies (cp.async.bulk, one
 // instruction per tile) into an mbarrier ring. Prints TB/s (median of 15, L2 flushed before each run)
 // per variant, so decode's partial kernel can be read against what streaming alone reaches. Inputs
@@ -10,11 +10,11 @@
 // compares evict-first copies with plain ones after a dirty and a clean L2 flush; RC_CLEAN=1 flushes
 // by reading (L2 left clean) instead of writing (L2 left dirty, the benchmark's way); RC_ORDER=1 compares
 // the order in which a block reads its tiles (in order, rotated start, chunks interleaved). Build on
-// the H200 machine:
-//   nvcc -O3 -std=c++20 -arch=sm_90a -o read_ceiling scripts/device/read_ceiling.cu && ./read_ceiling
+// an sm_90 GPU (from the repository root):
+//   nvcc -O3 -std=c++20 -arch=sm_90a -o read_ceiling experiments/read_ceiling.cu && ./read_ceiling
 #include <cuda_runtime.h>
 
-#include "../../test/device/cuda_check.cuh"
+#include "../test/device/cuda_check.cuh"
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the H200 machine, from the repository root: tutorial lessons 9 and 10 and the
-# family apps (apps/*/README.md) on the GPU libraries, each with its exit status and its summary
-# lines; full logs into $OUT. Packed by `scripts/device/prepare.sh aot` (DEVRUN picks another folder;
-# these programs need no libHalide).
+# On the GPU machine, from the repository root: tutorial lessons 9 and 10 and the family apps
+# (apps/*/README.md) on the GPU libraries, each with its exit status and its summary lines; full logs
+# into $OUT (default /tmp). Packed by `scripts/gpu/prepare.sh aot` (DEVRUN picks another folder; these
+# programs need no libHalide).
 out=${OUT:-/tmp}
 bin=${DEVRUN:-.devrun-aot}
 run() {

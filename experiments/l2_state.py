@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How the L2's state before a timed call moves a decode baseline's time (H200 machine).
+"""How the L2's state before a timed call moves a decode baseline's time (an H200).
 
 The benchmark flushes L2 by writing a 256 MB buffer, which leaves L2 full of dirty lines that the timed
 kernel's misses must write back to memory; flushing by reading leaves clean lines, evicted for free.
@@ -7,7 +7,7 @@ This times PyTorch's SDPA backends on decode shapes after either flush (same inp
 median of --repeat), so the write-back's share of a kernel's time can be read off, beside
 read_ceiling.cu's RC_CLEAN=1 for pure streaming.
 
-  python3 scripts/device/l2_state.py [--shape B,Hq,Hkv,S] ... [--repeat N] [--impl cudnn,flash]
+  python3 experiments/l2_state.py [--shape B,Hq,Hkv,S] ... [--repeat N] [--impl cudnn,flash]
 """
 import argparse
 import statistics

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the H200 machine (after . scripts/device/setup_remote.sh): neptune_bench profile for each
+# On the GPU machine (after . scripts/gpu/setup_remote.sh): neptune_bench profile for each
 # "OP B,S" given, with every baseline (unfused cuBLAS, PyTorch's), JSON results into $OUT (or /tmp);
 # prints each point's table with its ratios.
 out=${OUT:-/tmp}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the H200 machine: Neptune's kernels alone (no baselines) under several tile configurations.
-# Usage: scripts/device/variants.sh "OP B,S [flags]" ...   (after . scripts/device/setup_remote.sh)
+# On the GPU machine: Neptune's kernels alone (no baselines) under several tile configurations.
+# Usage: scripts/gpu/variants.sh "OP B,S [flags]" ...   (after . scripts/gpu/setup_remote.sh)
 for spec in "$@"; do
   printf '%-60s ' "$spec"
   out=$(timeout 100 .devrun/neptune_bench profile $spec --no-baselines --repeat 20 2>&1)
