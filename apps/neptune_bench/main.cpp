@@ -280,7 +280,10 @@ int cmd_emit(const EmitArgs &a) {
 // The tile parameters profile and emit share; the defaults of 0 differ (see GpuOptions, emit_operator).
 void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_default,
                         const std::string &min_blocks_default) {
-    sub->add_option("--warps", o.warps, "warps per block (16 query rows each); 0 = default")->capture_default_str();
+    sub->add_option(
+           "--warps", o.warps,
+           "warps per block (16 query rows each; row-wise operators: warps per row, a power of two); 0 = default")
+        ->capture_default_str();
     sub->add_option(
            "--block-n", o.block_n,
            "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "

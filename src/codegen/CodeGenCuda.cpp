@@ -878,7 +878,9 @@ public:
     explicit StripEmitter(const Kernel &k) : k_(k) {}
 
     std::string emit() {
-        out_ << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads() << ") " << k_.name << "(";
+        out_ << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads();
+        if (k_.min_blocks_per_sm > 0) out_ << ", " << k_.min_blocks_per_sm;
+        out_ << ") " << k_.name << "(";
         bool first = true;
         for (const TensorParam &t : k_.tensors) {
             out_ << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "

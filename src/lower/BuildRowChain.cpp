@@ -93,6 +93,7 @@ public:
         k.warps = shape.rows_per_block * shape.threads_per_row / 32;
         k.strip_threads = shape.threads_per_row;
         k.strip_vector = shape.vector;
+        k.min_blocks_per_sm = shape.min_blocks;
         k.int_params = {"rows", "cols"};
         k.grid_x = (int_var("rows") + shape.rows_per_block - 1) / shape.rows_per_block;
         k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
@@ -465,9 +466,13 @@ RowChainShape default_row_chain_shape(DType dtype, int64_t cols) {
     }
     s.rows_per_block = 1;
     if (cols > 0 && cols <= int64_t(1024) * per_thread) {
-        // The fewest threads that hold the row in 16-byte vectors, at most 32 elements each.
+        // The fewest threads that hold the row in 16-byte vectors, at most 32 elements each; rows of
+        // more than 16384 16-bit elements 64 each over 512 threads (x stays packed as loaded, 32
+        // registers), so that an SM holds two rows rather than one 1024-thread block.
         const int64_t vecs = (cols + s.vector - 1) / s.vector;
-        s.vectors = per_thread / s.vector;
+        const bool wide = dtype_bytes(dtype) == 2 && cols > int64_t(512) * per_thread;
+        s.vectors = (wide ? 2 * per_thread : per_thread) / s.vector;
+        if (wide) s.min_blocks = 2;
         // A power of two of at least a warp (the row's reduction pairs threads by shuffles).
         const int64_t need = (vecs + s.vectors - 1) / s.vectors;
         s.threads_per_row = 32;
@@ -478,6 +483,18 @@ RowChainShape default_row_chain_shape(DType dtype, int64_t cols) {
     s.threads_per_row = 512;
     s.vectors = per_thread / s.vector;
     s.chunked = true;
+    return s;
+}
+
+RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads) {
+    RowChainShape s;
+    s.vector = 16 / dtype_bytes(dtype);
+    s.threads_per_row = threads;
+    s.rows_per_block = threads == 32 ? 4 : 1;
+    const int most = (dtype_bytes(dtype) == 2 ? 64 : 32) / s.vector;  // vectors per thread
+    const int64_t vecs = (std::max<int64_t>(cols, 1) + s.vector - 1) / s.vector;
+    s.vectors = int(std::min<int64_t>(most, (vecs + threads - 1) / threads));
+    s.chunked = cols <= 0 || int64_t(s.vectors) * threads < vecs;
     return s;
 }
 

@@ -19,6 +19,7 @@ struct RowChainShape {
     int vector = 8;  // consecutive columns per thread and load: 16 bytes of input
     int vectors = 4;  // vectors per thread and row strip: the strip holds threads * vector * vectors columns
     bool chunked = false;  // the row does not fit the strip: loop over column chunks
+    int min_blocks = 0;  // blocks per SM the register allocation must allow (0: no bound)
     int cols() const { return threads_per_row * vector * vectors; }
 };
 
@@ -27,6 +28,9 @@ struct RowChainShape {
  * up to 256 16-byte columns per warp one warp per row, four rows per block; longer rows a block per
  * row, up to 1024 threads; longer still, the chunked form over 16384-column chunks. */
 RowChainShape default_row_chain_shape(DType dtype, int64_t cols);
+/** The shape with `threads` per row (a power of two from 32 to 1024): a warp per row takes four rows
+ * per block; rows longer than 32 elements per thread (64 of 16 bits) loop over chunks. */
+RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads);
 
 /** Why the plan is not a row chain, in words a user can act on; empty when it is. */
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);

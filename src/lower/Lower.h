@@ -39,6 +39,7 @@ struct LowerOptions {
     int key_warps = 1;  // decode: warps of a block sharing each KV tile, warp w taking
         // its w-th block_n keys with its own state (the combine merges them)
     int64_t row_cols = 0;  // row chains: the row length when known (picks the kernel shape); 0: any
+    int row_threads = 0;  // row chains: threads per row, a power of two from 32 to 1024 (0: by length)
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is

@@ -17,6 +17,13 @@ OperatorLowering lower_row_operator(const OperatorInstance &inst, const Lowering
     lo.dtype = spec.dtype;
     const TensorDesc &x = inst.input("x");
     lo.row_cols = x.shape.back();
+    if (c.warps) {  // threads per row, as warps
+        const int t = 32 * c.warps;
+        if (t > 1024 || (t & (t - 1)))
+            throw CompileError(spec.name + ": a row takes 1 to 32 warps, a power of two, not " +
+                               std::to_string(c.warps));
+        lo.row_threads = t;
+    }
     const algorithms::OperatorFuncs funcs = algorithms::build(spec);
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, algorithms::FusionChoice{});
     OperatorLowering out;

@@ -42,7 +42,9 @@ tir::Program build_pattern(const FusedPlan &plan, const std::vector<Halide::Func
     const PatternMatch m = match_pattern(plan, outputs, opt);
     if (!m) throw CompileError(plan.directive + ": " + m.why());
     if (m.kind == PatternKind::Attention) return build_tile_program(plan, outputs, opt);
-    return build_row_chain(plan, outputs, opt.arch, default_row_chain_shape(opt.dtype, opt.row_cols));
+    const RowChainShape shape = opt.row_threads ? row_chain_shape(opt.dtype, opt.row_cols, opt.row_threads)
+                                                : default_row_chain_shape(opt.dtype, opt.row_cols);
+    return build_row_chain(plan, outputs, opt.arch, shape);
 }
 
 }  // namespace neptune::internal

@@ -92,9 +92,10 @@ TEST_CASE("row chains: kernel shapes by row length") {
     CHECK(warp.cols() >= 1000);
     CHECK(!warp.chunked);
     const internal::RowChainShape block = internal::default_row_chain_shape(DType::F16, 32768);
-    CHECK(block.threads_per_row == 1024);
+    CHECK(block.threads_per_row == 512);  // 64 16-bit columns per thread, kept packed
     CHECK(block.rows_per_block == 1);
     CHECK(block.cols() == 32768);
+    CHECK(internal::default_row_chain_shape(DType::F16, 16384).threads_per_row == 512);  // 32 per thread
     CHECK(!block.chunked);
     const internal::RowChainShape f32 = internal::default_row_chain_shape(DType::F32, 4096);
     CHECK(f32.vector == 4);
@@ -102,6 +103,19 @@ TEST_CASE("row chains: kernel shapes by row length") {
     CHECK(f32.cols() / f32.threads_per_row <= 32);
     CHECK(internal::default_row_chain_shape(DType::F16, 131072).chunked);
     CHECK(internal::default_row_chain_shape(DType::BF16, 0).chunked);  // any length
+    // Forced threads per row (neptune_bench --warps): 8 warps at 32768 f16 columns would hold 128 per
+    // thread, more than 64: the chunked form; 32 warps hold the row on chip.
+    CHECK(internal::row_chain_shape(DType::F16, 32768, 256).chunked);
+    CHECK(!internal::row_chain_shape(DType::F16, 32768, 1024).chunked);
+    CHECK(internal::row_chain_shape(DType::F16, 32768, 1024).cols() == 32768);
+    CHECK(internal::row_chain_shape(DType::F16, 1000, 32).rows_per_block == 4);
+    CHECK_THROWS_AS(internal::lower_operator(instantiate(*find_operator("softmax"), 4, 4096),
+                                             [] {
+                                                 internal::LoweringChoices c;
+                                                 c.warps = 3;
+                                                 return c;
+                                             }()),
+                    CompileError);
 
     // Softmax at 4096 columns: x read once, y written once, the row statistics from registers.
     const internal::OperatorLowering l = internal::lower_operator(instantiate(*find_operator("softmax"), 64, 4096));
