@@ -113,7 +113,7 @@ std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs
         if (readers.size() > 1) {
             // A shape the tile backend does not lower is the first reason (the group cannot be cut out
             // at one output to ask its isolated plan, so the plan is asked as it stands).
-            internal::refuse_unlowerable(g.plan, g.plan.directive);
+            internal::refuse_unlowerable(g.plan, readers, g.plan.directive);
             throw CompileError(g.plan.directive + ": the group's stages are read by " + readers[0].name() + " and " +
                                readers[1].name() + "; an extern stage has one output");
         }

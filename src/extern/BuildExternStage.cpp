@@ -11,6 +11,7 @@
 #include "interop/Descriptor.h"
 #include "interop/ExternEntry.h"
 #include "lower/Lower.h"
+#include "lower/Patterns.h"
 #include "neptune/Error.h"
 #include "neptune/CompileCuda.h"
 
@@ -120,8 +121,8 @@ std::string describe_group(const FusedGroup &g, const Halide::Func &output) {
 
 }  // namespace
 
-void refuse_unlowerable(const FusedPlan &plan, const std::string &where) {
-    const std::string refusal = lowering_refusal(plan);
+void refuse_unlowerable(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const std::string &where) {
+    const std::string refusal = lowering_refusal(plan, outputs);
     if (!refusal.empty())
         throw CompileError(where + ": " + refusal +
                            ". Run it through lower_to_cpu and Halide's own schedules instead (generators/README.md)");
@@ -129,7 +130,15 @@ void refuse_unlowerable(const FusedPlan &plan, const std::string &where) {
 
 IsolatedGroup isolate_lowerable(const FusedGroup &g, const Halide::Func &output, const ExternOptions &opt) {
     IsolatedGroup iso = isolate_group(g, output, opt.extents);
-    refuse_unlowerable(iso.group.plan, describe_group(g, output));
+    const std::string where = describe_group(g, output);
+    refuse_unlowerable(iso.group.plan, {iso.output}, where);
+    // Row chains get Neptune's kernels through the suite's operators (GpuOperator, neptune_bench); the
+    // extern stage's buffer contract is attention's q, k, v and output.
+    if (match_pattern(iso.group.plan, {iso.output}).kind == PatternKind::RowChain)
+        throw CompileError(where +
+                           ": a row chain; its kernels run through the operator suite (GpuOperator, neptune_bench), "
+                           "and extern stages take attention-shaped groups for now. Run it through lower_to_cpu and "
+                           "Halide's own schedules in a pipeline (generators/README.md)");
     return iso;
 }
 

@@ -27,13 +27,13 @@ struct BuiltExternStage {
     ExternStageInfo info;
 };
 
-/** Throws CompileError, `where` first, when the tile backend does not lower `plan`: lower/Lower.h's
- * lowering_refusal, and what to do instead. */
-void refuse_unlowerable(const FusedPlan &plan, const std::string &where);
+/** Throws CompileError, `where` first, when the tile backend does not lower `plan` with these outputs:
+ * lower/Lower.h's lowering_refusal, and what to do instead. */
+void refuse_unlowerable(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const std::string &where);
 
 /** The group cut out at `output` (IsolateGroup.h). Throws CompileError naming the directive and the
  * stage, with lower/Lower.h's lowering_refusal and what to do instead, when the tile backend does not
- * lower it. */
+ * lower it, or lowers it as a row chain (whose kernels are not extern stages yet). */
 IsolatedGroup isolate_lowerable(const FusedGroup &g, const Halide::Func &output, const ExternOptions &options);
 
 /** Throws CompileError naming the directive for groups the tile backend cannot lower (that reason

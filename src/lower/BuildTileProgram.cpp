@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "frontend/Symbolic.h"
+#include "lower/Patterns.h"
 #include "neptune/Error.h"
 
 namespace neptune::internal {
@@ -18,11 +19,6 @@ namespace {
 Expr fvar(const std::string &n) { return HI::Variable::make(Halide::Float(32), n); }
 Expr neg_inf() { return Expr(-std::numeric_limits<float>::infinity()); }
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
-std::string base_name(const std::string &n) {
-    const size_t d = n.find('$');
-    return d == std::string::npos ? n : n.substr(0, d);
-}
 
 Expr strip_casts(Expr e) {
     while (const HI::Cast *c = e.as<HI::Cast>()) e = c->value;
@@ -58,10 +54,8 @@ public:
     Builder(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt)
         : plan_(plan), outputs_(outputs), opt_(opt) {}
 
-    /** The chain's shape alone, as attention_shape_refusal asks: throws Refusal. */
-    void recognise_chain() { recognise(); }
-
-    Program build() {
+    // Throws Refusal unless the plan has attention's shape.
+    void check() {
         // P·V steps over the keys in mma's k16 slices (an even number of n8 score tiles).
         if (bn() <= 0 || bn() % 16)
             fail("KV tiles of " + std::to_string(bn()) +
@@ -69,6 +63,10 @@ public:
                  "32, 64 or 128)");
         recognise();
         for (const Halide::Func &o : outputs_) recognise_output(o, stage_names_);
+    }
+
+    Program build() {
+        check();
         Program p;
         p.arch = opt_.arch;
         if (plan_.variant == Variant::Rolling) {
@@ -467,14 +465,15 @@ private:
                                    Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bn(),
                                    Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
-        b.push_back(make_dot("s", "q_a", "k_s", true));
+        b.push_back(with_role(make_dot("s", "q_a", "k_s", true), Role::ScoreDot));
         std::map<std::string, Expr> cols = rows;
         cols["kv"] = key_of_col();
         const Expr mod = HI::substitute("dot", fvar("s"), bind(modifier_, cols));
-        if (!HI::equal(modifier_, fvar("dot"))) b.push_back(make_map("s", mod, "score modifier"));
+        if (!HI::equal(modifier_, fvar("dot")))
+            b.push_back(with_role(make_map("s", mod, "score modifier"), Role::ScoreModifier));
         Expr vis = key_of_col() < int_var("seq_kv");
         if (visible_.defined()) vis = bind(visible_, cols) && vis;
-        b.push_back(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"));
+        b.push_back(with_role(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"), Role::Mask));
         bool loaded_v = false;
         std::map<std::string, std::string> tiles_by_term;  // common terms computed once (row_sum's and acc's P)
         std::vector<std::string> new_names;
@@ -525,7 +524,7 @@ private:
                                      key);
                     term_tile = later || this_stage > last_s_reader ? "p" + std::to_string(tiles_by_term.size()) : "s";
                     if (term_tile != "s") k.values[term_tile] = acc_tile(bn());
-                    b.push_back(make_map(term_tile, term, "term of " + si.name));
+                    b.push_back(with_role(make_map(term_tile, term, "term of " + si.name), Role::Term));
                     tiles_by_term[key] = term_tile;
                 }
             }
@@ -534,9 +533,10 @@ private:
                     k.values[si.name + "_scale"] = row_vec();
                     // h(0) = 0 keeps an empty state empty; a factor clamped to the largest float keeps it so
                     // when a guarded producer (0 for an empty max) lies far above the new value: 0 * inf is NaN.
-                    b.push_back(
-                        make_row_map(si.name + "_scale", Halide::min(scale, Expr(3.4e38f)), "repair of " + si.name));
-                    b.push_back(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale")));
+                    b.push_back(with_role(
+                        make_row_map(si.name + "_scale", Halide::min(scale, Expr(3.4e38f)), "repair of " + si.name),
+                        Role::Repair));
+                    b.push_back(with_role(make_map(si.name, fvar(si.name) * fvar(si.name + "_scale")), Role::Repair));
                 }
                 const std::string pa = term_tile + "_a";
                 if (!k.values.count(pa)) {
@@ -544,12 +544,13 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
-                                               bind(v_base(), rows), Expr(opt_.head_dim_v),
-                                               int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)));
+                    b.push_back(with_role(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
+                                                         bind(v_base(), rows), Expr(opt_.head_dim_v),
+                                                         int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)),
+                                          Role::ValueLoad));
                     loaded_v = true;
                 }
-                b.push_back(make_dot(si.name, pa, "v_s", false));
+                b.push_back(with_role(make_dot(si.name, pa, "v_s", false), Role::ValueDot));
             } else {
                 k.values[nw] = row_vec();
                 Expr carried = fvar(si.name);
@@ -557,7 +558,8 @@ private:
                 if (shift.defined()) carried = carried + shift;
                 if (scale.defined() || shift.defined())  // h(identity) = identity, without evaluating h
                     carried = Halide::select(fvar(si.name) == reducer_identity(st.reducer), fvar(si.name), carried);
-                b.push_back(make_row_map(nw, carried, si.producers.empty() ? "" : "repair of " + si.name));
+                b.push_back(with_role(make_row_map(nw, carried, si.producers.empty() ? "" : "repair of " + si.name),
+                                      si.producers.empty() ? Role::None : Role::Repair));
                 b.push_back(make_reduce(nw, st.reducer == Reducer::Max ? ReduceOp::Max : ReduceOp::Sum, term_tile));
                 if (st.reducer == Reducer::Min) fail(si.name + ": min row reductions are not lowered yet");
                 new_names.push_back(si.name);
@@ -614,12 +616,12 @@ private:
             const Expr value = bind(o.value, rows);
             if (o.tile) {
                 k.values[v] = acc_tile(dvp());
-                b.push_back(make_map(v, value, "output " + o.tensor));
+                b.push_back(with_role(make_map(v, value, "output " + o.tensor), Role::Epilogue));
                 b.push_back(make_store(v, o.tensor, out_row0 * opt_.head_dim_v, Expr(opt_.head_dim_v), valid_rows,
                                        Expr(opt_.head_dim_v)));
             } else {
                 k.values[v] = row_vec();
-                b.push_back(make_row_map(v, value, "output " + o.tensor));
+                b.push_back(with_role(make_row_map(v, value, "output " + o.tensor), Role::Epilogue));
                 b.push_back(make_row_store(v, o.tensor, out_row0, valid_rows));
             }
             k.tensors.push_back({o.tensor, o.dtype, true});
@@ -863,9 +865,10 @@ Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func
     }
 }
 
-std::string attention_shape_refusal(const FusedPlan &plan) {
+std::string attention_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
+                               const LowerOptions &opt) {
     try {
-        Builder(plan, {}, LowerOptions{}).recognise_chain();
+        Builder(plan, outputs, opt).check();
     } catch (const Builder::Refusal &r) { return r.why; }
     return "";
 }

@@ -17,13 +17,13 @@ namespace neptune::internal {
  *            out = map(epilogue(acc, l)); store out */
 tir::Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
                                 const LowerOptions &opt);
-
-/** Empty when build_tile_program recognises the plan's chain as attention's: a max over the keys of
- * scores that are a dot product of two 4-D inputs q(d, i, h, b) . k(d, kv, hkv, b), modified and
- * masked elementwise, starting single-state sums of functions of the scores, one of them times a
- * third input v(e, kv, hkv, b). Else why not, naming the stage or Func at fault. The outputs (the
- * epilogue) are checked when the program is built. */
-std::string attention_shape_refusal(const FusedPlan &plan);
+/** Empty when build_tile_program recognises the plan as attention's: a max over the keys of scores
+ * that are a dot product of two 4-D inputs q(d, i, h, b) . k(d, kv, hkv, b), modified and masked
+ * elementwise, starting single-state sums of functions of the scores, one of them times a third input
+ * v(e, kv, hkv, b), and outputs (the epilogue) of those states. Else why not, in words a user can act
+ * on, naming the stage or Func at fault. */
+std::string attention_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
+                               const LowerOptions &opt);
 
 }  // namespace neptune::internal
 

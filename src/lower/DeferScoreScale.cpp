@@ -114,7 +114,7 @@ Kernel defer_score_scale(const Kernel &k) {
         const Block &body = loop->body;
         for (size_t i = 0; i < body.size(); i++) {
             const Node &n = *body[i];
-            if (n.kind != NodeKind::TileMap || n.note != "score modifier") continue;
+            if (n.role != Role::ScoreModifier) continue;
             const float c = scale_of(n.value, n.dst);
             if (c == 0) break;
             Kernel trial = out;

@@ -13,6 +13,7 @@
 #include "lower/HoistRowInvariants.h"
 #include "lower/LayOutCombine.h"
 #include "lower/OverlapDots.h"
+#include "lower/Patterns.h"
 #include "lower/PipelineLoads.h"
 #include "lower/PlanSharedMemory.h"
 #include "lower/SelectMma.h"
@@ -102,18 +103,16 @@ LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, i
     return o;
 }
 
-std::string lowering_refusal(const FusedPlan &plan) {
-    const std::string attention = attention_shape_refusal(plan);
-    if (attention.empty()) return "";
-    return "the tile backend lowers attention-shaped groups (a max over the keys of q . k scores, then sums of "
-           "functions of them, one times v), and this one is not: " +
-           attention;
+std::string lowering_refusal(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
+    const PatternMatch m = match_pattern(plan, outputs);
+    return m ? "" : m.why();
 }
 
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
     PassLog log;
-    tir::Program p = build_tile_program(plan, outputs, opt);
+    tir::Program p = build_pattern(plan, outputs, opt);
     log("build_tile_program", p);
+    if (p.kernels.at(0).strip_threads) return p;  // a row chain: the passes below are attention's
     p = each_kernel(p, [&](const tir::Kernel &k) { return skip_masked_tiles(k, opt.block_n); });
     log("skip_masked_tiles", p);
     p = each_kernel(p, deal_chunk_tiles);  // deals out the tiles skipping left

@@ -33,6 +33,8 @@ struct LowerOptions {
     bool tma_loads = false;  // sm_90a mma.sync kernels: the pipelined K/V copies by TMA
         // (one thread per tile, mbarriers) instead of cp.async
     int tma_l2_promotion = 256;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
+    int64_t row_cols = 0;  // row chains: the row length when known (picks the kernel shape); 0: any
+    int row_threads = 0;  // row chains: threads per row, a power of two from 32 to 1024 (0: by length)
 };
 
 /** The options Neptune picks for an attention group on `arch` when the user names none: `group` is
@@ -46,18 +48,20 @@ struct LowerOptions {
 LowerOptions default_lower_options(GpuArch arch, DType dtype, int head_dim_qk, int head_dim_v, bool decode, int group,
                                    bool windowed = false);
 
-/** Empty when the tile backend lowers `plan`: one of its patterns recognises the plan's chain (today
- * attention's, build_tile_program). Else what the backend lowers and why this plan is none of it,
- * naming the stage or Func at fault: callers ask this before any lowering option matters (the head
- * dims of extern stages), so that a refusal gives the real reason. */
-std::string lowering_refusal(const FusedPlan &plan);
+/** Empty when the tile backend lowers `plan` with these outputs (the pure Funcs after the chain): one
+ * of its patterns (src/lower/Patterns.h) recognises it. Else, for each pattern, why the plan is not of
+ * its shape, naming the stage or Func at fault: callers ask this before any lowering option matters
+ * (the head dims of extern stages), so that a refusal gives the real reason. */
+std::string lowering_refusal(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
 
-/** The tile program of an attention-shaped plan: the scores are a dot product of two inputs
+/** The tile program of a fused plan, by the pattern it matches (src/lower/Patterns.h). Of an
+ * attention-shaped plan: the scores are a dot product of two inputs
  * (q(d, i, h, b) . k(d, kv, hk, b)) followed by elementwise modifiers and a mask; the targets are
  * row reductions of elementwise functions of the scores, or dot products of such functions with
  * a third input v(e, kv, hk, b). `outputs` are the pure Funcs after the chain (the epilogue).
- * Rolling plans give one kernel; split-K plans a partial kernel and a combine kernel.
- * Throws CompileError when the plan has another shape. NEPTUNE_DEBUG=2 prints the program after
+ * Rolling plans give one kernel; split-K plans a partial kernel and a combine kernel. A row chain
+ * (BuildRowChain.h) gives one kernel, which the attention passes leave alone.
+ * Throws CompileError naming every pattern's reason when the plan matches none. NEPTUNE_DEBUG=2 prints the program after
  * each pass. */
 tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
 

@@ -40,21 +40,21 @@ Stmt sync_dot(const Stmt &s) {
 Block rotate(const Stmt &loop, bool turns) {
     const Block &body = loop->body;
     // A: the score dot on the loop's first tile, its operand K released right after.
-    if (body.empty() || !is_tma_load(body[0]) || !load_dot_release(body, 0, body[0]->dst) || !body[1]->transpose_b)
-        return {};
-    // C: the last dot, acc += p v with p in registers.
-    size_t c = body.size();
-    for (size_t i = 3; i < body.size(); i++)
-        if (body[i]->kind == NodeKind::TileDot) c = i - 1;
-    if (c == body.size() || !load_dot_release(body, c, body[c]->dst)) return {};
-    const Stmt &pv = body[c + 1];
+    const size_t a = find_role(body, Role::ScoreDot);
+    if (a != 1 || !load_dot_release(body, a - 1, body[a - 1]->dst) || !body[a]->transpose_b) return {};
+    // C: the value dot, acc += p v with p in registers, between V's load and release.
+    const size_t c = find_role(body, Role::ValueLoad), pv_at = find_role(body, Role::ValueDot);
+    if (c == body.size() || c < a + 2 || pv_at != c + 1 || !load_dot_release(body, c, body[c]->dst)) return {};
+    for (size_t i = pv_at + 1; i < body.size(); i++)
+        if (body[i]->kind == NodeKind::TileDot) return {};  // the value dot must be the last
+    const Stmt &pv = body[pv_at], &release_v = body[pv_at + 1];
     if (pv->transpose_b || !pv->accumulate) return {};
-    const std::string acc = pv->dst, p = pv->a, s = body[1]->dst;
+    const std::string acc = pv->dst, p = pv->a, s = body[a]->dst;
     // B2: what touches acc or p, and what depends on B2 either way (so B2 keeps its order and B1,
     // which moves ahead of it, shares no value with it).
     Block b1, b2;
     std::set<std::string> b2_reads, b2_writes;
-    for (size_t i = 3; i < c; i++) {
+    for (size_t i = a + 2; i < c; i++) {
         std::set<std::string> w, r;
         effects(*body[i], w, r, true);
         bool later = w.count(acc) || r.count(acc) || w.count(p);
@@ -69,7 +69,7 @@ Block rotate(const Stmt &loop, bool turns) {
         b2_writes.insert(w.begin(), w.end());
     }
     // D moves ahead of C's dot in the first loop: it must not read acc, nor write acc or p.
-    const Block d(body.begin() + long(c) + 3, body.end());
+    const Block d(body.begin() + long(pv_at) + 2, body.end());
     for (const Stmt &x : d) {
         std::set<std::string> w, r;
         effects(*x, w, r, true);
@@ -80,18 +80,18 @@ Block rotate(const Stmt &loop, bool turns) {
     const Expr begin = loop->begin, end = loop->end;
     Block first(body.begin(), body.begin() + long(c));
     first.insert(first.end(), d.begin(), d.end());
-    Block steady = {body[0],       async_dot(body[1]),    previous_iteration(body[c], j),
-                    async_dot(pv), make_dot_wait(1, {s}), body[2]};
+    Block steady = {body[a - 1],   async_dot(body[a]),    previous_iteration(body[c], j),
+                    async_dot(pv), make_dot_wait(1, {s}), body[a + 1]};
     if (turns) {  // the warpgroup issues its two dots in its turn, then hands the tensor cores on
         steady.insert(steady.begin() + 1, make_turn(TurnMode::Take));
         steady.insert(steady.begin() + 5, make_turn(TurnMode::Pass));
     }
     steady.insert(steady.end(), b1.begin(), b1.end());
     steady.push_back(make_dot_wait(0, {acc, p}));
-    steady.push_back(previous_iteration(body[c + 2], j));
+    steady.push_back(previous_iteration(release_v, j));
     steady.insert(steady.end(), b2.begin(), b2.end());
     steady.insert(steady.end(), d.begin(), d.end());
-    const Block last = {body[c], sync_dot(pv), body[c + 2]};
+    const Block last = {body[c], sync_dot(pv), release_v};
     Block out = {make_loop(j, begin, HI::simplify(Halide::min(begin + 1, end)), loop->carried, first)};
     if (turns) out.push_back(make_turn(TurnMode::Begin));
     out.push_back(make_loop(j, HI::simplify(begin + 1), end, loop->carried, steady));

@@ -11,7 +11,7 @@ namespace {
 // The mask map's condition, or undefined.
 Expr mask_condition(const Block &body) {
     for (const Stmt &s : body) {
-        if (s->kind != NodeKind::TileMap || s->note != "mask") continue;
+        if (s->role != Role::Mask) continue;
         if (const HI::Select *sel = s->value.as<HI::Select>()) return sel->condition;
     }
     return Expr();
@@ -32,7 +32,7 @@ Stmt rewrite_loop(const Stmt &loop, int rows, int block_n) {
     if (range.has_upper_bound()) end = Halide::min(end, range.max + 1);
     Block body;
     for (const Stmt &s : loop->body) {
-        if (s->kind == NodeKind::TileMap && s->note == "mask") {
+        if (s->role == Role::Mask) {
             body.push_back(make_if(!all, {s}, "a tile that is not visible everywhere"));
         } else {
             body.push_back(s);

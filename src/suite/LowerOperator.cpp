@@ -7,10 +7,42 @@
 
 namespace neptune::internal {
 
+namespace {
+
+// Softmax, log-sum-exp, cross-entropy, LayerNorm and RMSNorm: the row-chain pattern, x as rows x cols.
+OperatorLowering lower_row_operator(const OperatorInstance &inst, const LoweringChoices &c) {
+    const OperatorSpec &spec = inst.spec;
+    LowerOptions lo;
+    lo.arch = c.arch;
+    lo.dtype = spec.dtype;
+    const TensorDesc &x = inst.input("x");
+    lo.row_cols = x.shape.back();
+    if (const int t = c.row_threads) {
+        if (t < 32 || t > 1024 || (t & (t - 1)))
+            throw CompileError(spec.name + ": threads per row must be a power of two from 32 to 1024, not " +
+                               std::to_string(t));
+        lo.row_threads = t;
+    }
+    const algorithms::OperatorFuncs funcs = algorithms::build(spec);
+    const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, algorithms::FusionChoice{});
+    OperatorLowering out;
+    out.ints = {{"rows", x.numel() / x.shape.back()}, {"cols", x.shape.back()}};
+    out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);
+    return out;
+}
+
+}  // namespace
+
 OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoices &c) {
     const OperatorSpec &spec = inst.spec;
+    const Family f = spec.family;
+    if (f == Family::Softmax || f == Family::LogSumExp || f == Family::CrossEntropy || f == Family::LayerNorm ||
+        f == Family::RmsNorm)
+        return lower_row_operator(inst, c);
     if (spec.family != Family::Attention)
-        throw CompileError(spec.name + ": the tile backend lowers attention operators for now");
+        throw CompileError(spec.name +
+                           ": the tile backend lowers attention and row-wise operators (softmax, "
+                           "logsumexp, cross_entropy, layernorm, rmsnorm) for now");
     const AttentionSpec &a = spec.attention;
     const int group = a.q_heads / a.kv_heads;
     const bool windowed = a.mask == Mask::Window;

@@ -29,8 +29,35 @@ const char *layout_name(Layout l) {
     case Layout::RowVector: return "row-vector";
     case Layout::WarpRows: return "warp-rows";
     case Layout::WarpRowVector: return "warp-row-vector";
+    case Layout::RowStrip: return "row-strip";
+    case Layout::StripRowVector: return "strip-row-vector";
     }
     return "?";
+}
+
+const char *role_name(Role r) {
+    switch (r) {
+    case Role::None: return "";
+    case Role::ScoreModifier: return "score modifier";
+    case Role::Mask: return "mask";
+    case Role::ScoreDot: return "score dot";
+    case Role::ValueLoad: return "value load";
+    case Role::ValueDot: return "value dot";
+    case Role::Repair: return "repair";
+    case Role::Term: return "term";
+    case Role::Epilogue: return "epilogue";
+    }
+    return "?";
+}
+
+Stmt with_role(const Stmt &s, Role r) {
+    return with(s, [r](Node &n) { n.role = r; });
+}
+
+size_t find_role(const Block &b, Role r) {
+    for (size_t i = 0; i < b.size(); i++)
+        if (b[i]->role == r) return i;
+    return b.size();
 }
 
 std::string TileType::str() const {

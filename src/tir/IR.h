@@ -49,7 +49,12 @@ enum class Scope { Global, Shared, Register };
  * same on both paths; RowVector is their per-row f32. WarpRows is for small f32 tiles that no dot
  * touches, in one-warp kernels (split-K's combine, a strip of rows at a time: lay_out_combine): up to
  * 16 rows, lane l holding columns 128 q + 4 l + e (e < 4) of every row, so a row moves as one 16-byte
- * access per lane; WarpRowVector is its per-row f32, row l % rows in lane l. Maps read one family. */
+ * access per lane; WarpRowVector is its per-row f32, row l % rows in lane l. RowStrip is for row-wise
+ * reductions (the row-chain pattern): f32 tiles of a few whole rows (or column chunks of them), each
+ * row spread over Kernel::strip_threads threads (a warp, or the whole block), thread t holding
+ * vectors of Kernel::strip_vector consecutive columns: columns V (t + T i) + e, e < V, where V is
+ * strip_vector and T strip_threads, so a thread's loads are 16-byte vectors and a warp's are
+ * coalesced; StripRowVector is its per-row f32, in every thread of the row. Maps read one family. */
 enum class Layout {
     Unassigned,
     SharedRowMajor,
@@ -58,7 +63,9 @@ enum class Layout {
     MmaOperandA,
     RowVector,
     WarpRows,
-    WarpRowVector
+    WarpRowVector,
+    RowStrip,
+    StripRowVector
 };
 enum class ReduceOp { Max, Sum };
 /** How a shared tile is filled: plain loads, cp.async by every thread, or TMA by a producer warp. */
@@ -69,8 +76,21 @@ enum class MmaKind { MmaSync, Wgmma };
  * Begin gives warpgroup 0 the first turn, End consumes the token left after the last Pass. */
 enum class TurnMode { Begin, Take, Pass, End };
 
+/** Why a statement exists, where a later pass must find it: passes look statements up by role,
+ * never by their note (a comment) or their position in a body.
+ *   ScoreModifier  the map applying the score modifier (scale, softcap, ALiBi) to the scores
+ *   Mask           the map setting invisible scores to -inf (skip_masked_tiles narrows around it)
+ *   ScoreDot       the dot of the queries with a K tile
+ *   ValueLoad      the load of the V tile the value dot reads
+ *   ValueDot       the dot of the probabilities with the V tile (overlap_dots rotates around it)
+ *   Repair         a rescale of a carried state by its repair (online softmax's exp(m - m'))
+ *   Term           a stage's per-element term (the map a reduction or dot consumes)
+ *   Epilogue       a map computing an output from the final states */
+enum class Role { None, ScoreModifier, Mask, ScoreDot, ValueLoad, ValueDot, Repair, Term, Epilogue };
+
 const char *scope_name(Scope s);
 const char *layout_name(Layout l);
+const char *role_name(Role r);  // "mask", "value dot", ...; "" for None
 
 struct TileType {
     DType elem = DType::F32;
@@ -82,11 +102,15 @@ struct TileType {
 
 /** One f32 per row, in either register family. */
 inline bool is_row_vector(const TileType &t) {
-    return t.layout == Layout::RowVector || t.layout == Layout::WarpRowVector;
+    return t.layout == Layout::RowVector || t.layout == Layout::WarpRowVector || t.layout == Layout::StripRowVector;
 }
 /** The warp-rows family (WarpRows tiles and their row vectors) rather than the mma fragments. */
 inline bool is_warp_rows(const TileType &t) {
     return t.layout == Layout::WarpRows || t.layout == Layout::WarpRowVector;
+}
+/** The row-strip family (RowStrip tiles and their row vectors). */
+inline bool is_row_strip(const TileType &t) {
+    return t.layout == Layout::RowStrip || t.layout == Layout::StripRowVector;
 }
 
 /** A global tensor parameter: element type, and the extents that give its rows and columns. The
@@ -158,17 +182,25 @@ using Block = std::vector<Stmt>;
  * ones each kind reads, and verify() checks them. Semantics (the interpreter and the CUDA emitter
  * implement exactly these):
  *  TileLoad   dst[r][c] = tensor[base + r * row_stride + c] for r < valid_rows, c < valid_cols, else 0.
- *             dst is a shared tile of the tensor's element type, or an f32 register tile of an f32 tensor.
+ *             dst is a shared tile of the tensor's element type, or an f32 register tile of an f32 tensor,
+ *             or a row strip of an f16, bf16 or f32 tensor (the values converted to f32 exactly).
  *  TileStore  tensor[base + r * row_stride + c] = round(src[r][c]) for r < valid_rows, c < valid_cols.
  *  RowLoad    dst[r] = tensor[base + r * row_stride] for r < valid_rows, else `value` (a constant).
- *  RowStore   tensor[base + r] = src[r] for r < valid_rows (f32 tensors).
+ *  RowStore   tensor[base + r] = src[r] for r < valid_rows (f32 tensors; from a strip row vector also
+ *             f16 and bf16 tensors, the value rounded to nearest even).
  *  Fill       every element of dst = value (a float constant).
  *  TileMap    dst[r][c] = value, where in `value` a Variable naming a register tile of dst's shape is
  *             that tile's element (r, c), one naming a row vector is its element r, "row" and "col"
  *             are r and c, and other Variables are scalars (ScalarDefs, loop variables, parameters).
- *             All arithmetic in f32; ints converted as Halide converts them.
+ *             All arithmetic in f32; ints converted as Halide converts them. A call to a tensor with
+ *             one argument reads its element at that flat index (converted to f32): ALiBi's slopes, a
+ *             LayerNorm's gamma[col], cross-entropy's gather x[row * cols + label[row]].
  *  RowMap     dst[r] = value, with row vectors at r, "row" = r, scalars.
- *  TileReduce dst[r] = op(dst[r], op over c of src[r][c]), max treating -inf as its identity.
+ *             Row-strip maps (TileMap and RowMap) may bound the elements they compute: with valid_rows
+ *             (valid_cols) defined, elements of rows r >= valid_rows (columns c >= valid_cols) are 0 and
+ *             `value` is not evaluated there (so it may read tensors that end at the valid extent).
+ *  TileReduce dst[r] = op(dst[r], op over c of src[r][c]), max treating -inf as its identity; over a row
+ *             strip with valid_cols defined, only the columns c < valid_cols.
  *             A TileLoad with copy Tma reads by (plane, row): element (r, c) is the tensor's view element
  *             (plane, row + r, c), zero beyond the view's rows and cols (what TMA's bounds do).
  *  TileDot    acc[m][n] = (accumulate ? acc[m][n] : 0) + sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]);
@@ -230,6 +262,7 @@ struct Node {
     int unroll = 1;  // CarriedLoop: the emitter's #pragma unroll (set by unroll_chunk_loops)
     Block body;  // CarriedLoop, IfThen, LastArrival, ClusterMerge
     std::string note;  // why the statement exists, printed as a comment
+    Role role = Role::None;  // where passes must find it (printed beside the note)
 };
 
 Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -279,6 +312,10 @@ struct Kernel;
 /** Adds the TMA descriptor "<tensor>_map" for boxes of `box_rows` to k.tensor_maps unless the tensor
  * has one; one per tensor, so a second height is an InternalError. */
 void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion);
+/** A copy of `s` with role `r`. */
+Stmt with_role(const Stmt &s, Role r);
+/** The index of the first statement of `b` with role `r`, or b.size() when there is none. */
+size_t find_role(const Block &b, Role r);
 /** A copy of `s` with `f` applied to it (for passes that change attributes). */
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f);
 /** A copy of `s` with `f` applied to each of its defined expressions (offsets, bounds, values,
@@ -306,6 +343,8 @@ struct Kernel {
     int shared_bytes = 0;  // set by plan_shared_memory
     int pipeline_stages = 1;  // set by pipeline_loads
     int min_blocks_per_sm = 0;  // __launch_bounds__ occupancy hint (0: none); caps registers
+    int strip_threads = 0;  // row-strip kernels: threads holding one row (32: a warp per row; the block)
+    int strip_vector = 0;  // row-strip kernels: consecutive columns per thread and vector (16 bytes of input)
     int rows() const { return 16 * warps; }
     int threads() const { return 32 * (warps + producer_warps); }
 };

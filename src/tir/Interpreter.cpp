@@ -560,18 +560,23 @@ private:
     void map(const Stmt &s, bool tile_map) {
         Value &dst = values_.at(s->dst);
         const Code code = Compiler(scalars_, values_, &dst.type, tile_map, &tensors_).compile(s->value);
+        // Row-strip maps compute the elements within their bounds only; the others are 0.
+        const int64_t rows = s->valid_rows.defined() ? clamp(index(s->valid_rows), dst.type.rows) : dst.type.rows;
+        const int64_t cols = s->valid_cols.defined() ? clamp(index(s->valid_cols), dst.type.cols) : dst.type.cols;
         for (int r = 0; r < dst.type.rows; r++)
             for (int c = 0; c < dst.type.cols; c++)
-                dst.data[size_t(r * dst.type.cols + c)] = round_to(dst.type.elem, float(eval(code, r, c)));
+                dst.data[size_t(r * dst.type.cols + c)] =
+                    r < rows && c < cols ? round_to(dst.type.elem, float(eval(code, r, c))) : 0.0f;
     }
 
     void reduce(const Stmt &s) {
         Value &dst = values_.at(s->dst);
         const Value &src = values_.at(s->src);
         const bool max = s->op == ReduceOp::Max;
+        const int64_t cols = s->valid_cols.defined() ? clamp(index(s->valid_cols), src.type.cols) : src.type.cols;
         for (int r = 0; r < src.type.rows; r++) {
             float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
-            for (int c = 0; c < src.type.cols; c++) {
+            for (int c = 0; c < cols; c++) {
                 const float x = src.data[size_t(r * src.type.cols + c)];
                 acc = max ? (x > acc ? x : acc) : acc + x;
             }

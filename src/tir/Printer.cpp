@@ -34,6 +34,14 @@ std::string slice(const Node &n, bool with_stride, bool with_cols) {
     return s + "]";
 }
 
+/** A row-strip map's or reduction's bounds on the elements it computes, or "". */
+std::string bounds(const Node &n) {
+    std::string s;
+    if (n.valid_rows.defined()) s += "rows < " + expr(n.valid_rows);
+    if (n.valid_cols.defined()) s += (s.empty() ? "" : ", ") + std::string("cols < ") + expr(n.valid_cols);
+    return s.empty() ? s : " for " + s;
+}
+
 /** The statement's own line, without its body or trailing comment. */
 std::string head(const Node &n) {
     switch (n.kind) {
@@ -42,11 +50,12 @@ std::string head(const Node &n) {
     case NodeKind::RowLoad: return n.dst + " = row_load " + slice(n, true, false) + " else " + expr(n.value);
     case NodeKind::RowStore: return "row_store " + slice(n, false, false) + " = " + n.src;
     case NodeKind::Fill: return n.dst + " = fill(" + expr(n.value) + ")";
-    case NodeKind::TileMap: return n.dst + " = map(" + expr(n.value) + ")";
-    case NodeKind::RowMap: return n.dst + " = row_map(" + expr(n.value) + ")";
+    case NodeKind::TileMap: return n.dst + " = map(" + expr(n.value) + ")" + bounds(n);
+    case NodeKind::RowMap: return n.dst + " = row_map(" + expr(n.value) + ")" + bounds(n);
     case NodeKind::TileReduce:
-        return n.op == ReduceOp::Max ? n.dst + " = max(" + n.dst + ", row_max(" + n.src + "))"
-                                     : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")";
+        return (n.op == ReduceOp::Max ? n.dst + " = max(" + n.dst + ", row_max(" + n.src + "))"
+                                      : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")") +
+               bounds(n);
     case NodeKind::TileDot:
         return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
     case NodeKind::Convert:
@@ -73,7 +82,8 @@ std::string head(const Node &n) {
     return "?";
 }
 
-/** The trailing comment: the copy mechanism and pipeline stage of a load, then the note. */
+/** The trailing comment: the copy mechanism and pipeline stage of a load, then the role in brackets
+ * and the note. */
 std::string comment(const Node &n) {
     std::vector<std::string> parts;
     if (n.kind == NodeKind::TileLoad) {
@@ -85,6 +95,8 @@ std::string comment(const Node &n) {
     }
     if (n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma) parts.push_back(n.async ? "wgmma, async" : "wgmma");
     if (n.ring.defined()) parts.push_back("ring " + expr(n.ring));
+    if (n.role != Role::None && n.note != role_name(n.role))
+        parts.push_back("[" + std::string(role_name(n.role)) + "]");
     if (!n.note.empty()) parts.push_back(n.note);
     if (parts.empty()) return "";
     std::string s = "  // " + parts[0];
@@ -127,8 +139,12 @@ std::string to_string(const Kernel &k) {
     if (!k.int_params.empty()) os << "  int params: " << join(k.int_params) << "\n";
     if (!k.float_params.empty()) os << "  float params: " << join(k.float_params) << "\n";
     os << "  grid: (" << grid_dim(k.grid_x) << ", " << grid_dim(k.grid_y) << ", " << grid_dim(k.grid_z) << "), "
-       << k.warps << (k.warps == 1 ? " warp" : " warps") << " (" << k.rows() << " rows), shared " << k.shared_bytes
-       << " bytes, " << k.pipeline_stages << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages") << "\n";
+       << k.warps << (k.warps == 1 ? " warp" : " warps")
+       << (k.strip_threads ? " (row strips: " + std::to_string(k.strip_threads) + " threads per row, vectors of " +
+                                 std::to_string(k.strip_vector) + ")"
+                           : " (" + std::to_string(k.rows()) + " rows)")
+       << ", shared " << k.shared_bytes << " bytes, " << k.pipeline_stages
+       << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages") << "\n";
     if (k.cluster_x.defined()) os << "  clusters: " << expr(k.cluster_x) << " blocks along x\n";
     if (k.producer_warps)
         os << "  roles: " << k.producer_warps << " producer warps (TMA"

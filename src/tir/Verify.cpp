@@ -28,6 +28,11 @@ bool is_operand_a(const TileType &t) {
 bool is_warp_rows_tile(const TileType &t) {
     return t.scope == Scope::Register && t.layout == Layout::WarpRows && t.elem == DType::F32;
 }
+bool is_strip_tile(const TileType &t) {
+    return t.scope == Scope::Register && t.layout == Layout::RowStrip && t.elem == DType::F32;
+}
+/** Register families: maps read values of their destination's family only. */
+int family(const TileType &t) { return is_warp_rows(t) ? 1 : is_row_strip(t) ? 2 : 0; }
 bool same_shape(const TileType &a, const TileType &b) { return a.rows == b.rows && a.cols == b.cols; }
 /** A shared f32 tile: a block's state published to its cluster (ClusterMerge). */
 bool is_shared_f32(const TileType &t) {
@@ -177,6 +182,17 @@ private:
         if (!e.as<HI::FloatImm>() && !e.as<HI::IntImm>()) fail(s, "the value must be a constant");
     }
 
+    /** A row-strip map's bounds on the elements it computes. */
+    void check_map_bounds(const Stmt &s, const TileType &dst) const {
+        if (!s->valid_rows.defined() && !s->valid_cols.defined()) return;
+        if (!is_row_strip(dst)) fail(s, "only row-strip maps bound the elements they compute");
+        if (s->valid_rows.defined()) check_index(s, s->valid_rows, "valid rows");
+        if (s->valid_cols.defined()) {
+            if (s->kind != NodeKind::TileMap) fail(s, "a row map has no columns to bound");
+            check_index(s, s->valid_cols, "valid cols");
+        }
+    }
+
     /** A map's expression: values as tile elements or row-vector entries, "row", "col" and scalars. */
     void check_map(const Stmt &s, const TileType &dst, bool tile_map) const {
         require(s, s->value, "value");
@@ -185,9 +201,10 @@ private:
             auto it = k_.values.find(name);
             if (it != k_.values.end()) {
                 const TileType &t = it->second;
-                if (is_warp_rows(t) != is_warp_rows(dst))
+                if (family(t) != family(dst))
                     fail(s, "the map reads '" + name + "' (" + t.str() + ") into " + dst.str() +
-                                ": a map reads values of its destination's register family only (warp-rows or mma)");
+                                ": a map reads values of its destination's register family only (warp-rows, row "
+                                "strip or mma)");
                 if (is_row_vector(t)) {
                     if (t.rows != dst.rows)
                         fail(s, "the map reads row vector '" + name + "' of " + std::to_string(t.rows) +
@@ -267,7 +284,10 @@ private:
         const bool load = s->kind == NodeKind::RowLoad;
         const TileType &v = value(s, load ? s->dst : s->src);
         if (!is_row_vector(v)) fail(s, "a row load or store moves a row vector, not " + v.str());
-        if (tensor(s).elem != DType::F32) fail(s, "a row load or store reads or writes an f32 tensor");
+        const DType t = tensor(s).elem;
+        const bool rounded = !load && is_row_strip(v) && (t == DType::F16 || t == DType::BF16);
+        if (t != DType::F32 && !rounded)
+            fail(s, "a row load or store reads or writes an f32 tensor (a strip row vector also f16 or bf16)");
         check_index(s, s->base, "base");
         check_index(s, s->valid_rows, "valid rows");
         if (load) {
@@ -334,7 +354,8 @@ private:
                 const TensorParam &t = tensor(s);
                 const bool staged = is_shared_tile(dst) && dst.elem == t.elem;
                 const bool direct = (is_accumulator(dst) || is_warp_rows_tile(dst)) && t.elem == DType::F32;
-                if (!staged && !direct)
+                const bool strip = is_strip_tile(dst) && t.elem != DType::I32;
+                if (!staged && !direct && !strip)
                     fail(s, "a load fills a shared tile of the tensor's element type (" +
                                 std::string(dtype_name(t.elem)) +
                                 ") or an f32 register tile (mma-accumulator or warp-rows) from an f32 tensor, not " +
@@ -377,19 +398,27 @@ private:
             const TileType &dst = value(s, s->dst);
             if (!is_register_tile(dst)) fail(s, "a map writes a register tile, not " + dst.str());
             check_map(s, dst, true);
+            check_map_bounds(s, dst);
             break;
         }
         case NodeKind::RowMap: {
             const TileType &dst = value(s, s->dst);
             if (!is_row_vector(dst)) fail(s, "a row map writes a row vector, not " + dst.str());
             check_map(s, dst, false);
+            check_map_bounds(s, dst);
             break;
         }
         case NodeKind::TileReduce: {
             const TileType &dst = value(s, s->dst), &src = value(s, s->src);
             if (!is_row_vector(dst)) fail(s, "a reduction writes a row vector, not " + dst.str());
             if (!is_register_tile(src) || is_warp_rows(src))
-                fail(s, "a reduction reads an mma-accumulator or operand tile, not " + src.str());
+                fail(s, "a reduction reads an mma-accumulator or operand tile or a row strip, not " + src.str());
+            if (family(src) != family(dst))
+                fail(s, "a reduction writes a row vector of its tile's family, not " + src.str() + " -> " + dst.str());
+            if (s->valid_cols.defined()) {
+                if (!is_row_strip(src)) fail(s, "only a row strip's reduction bounds its columns");
+                check_index(s, s->valid_cols, "valid cols");
+            }
             if (dst.rows != src.rows)
                 fail(s, "a reduction's row vector has " + std::to_string(dst.rows) + " rows, its tile " +
                             std::to_string(src.rows));

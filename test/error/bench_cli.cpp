@@ -108,7 +108,12 @@ TEST_CASE("bench cli: emit lowers an operator without a GPU and prints its ptxas
     CHECK(two.status == 0);
     CHECK(two.output.find("kernel neptune_split_k_partial") != std::string::npos);
     CHECK(two.output.find("kernel neptune_split_k_combine") != std::string::npos);
-    CHECK(run_bench("emit softmax 4,100").output.find("lowers attention operators") != std::string::npos);
+    // Row-wise operators lower to the row-chain kernel; the others are refused by name.
+    const Outcome rows = run_bench("emit softmax 4,100");
+    CHECK(rows.status == 0);
+    CHECK(rows.output.find("kernel row_chain\n") != std::string::npos);
+    CHECK(run_bench("emit performer 1,100").output.find("lowers attention and row-wise operators") !=
+          std::string::npos);
     // KV tiles that mma's k16 steps cannot cover are refused by the lowering, not by NVRTC.
     for (const char *bad : {"--block-n 24", "--block-n 8"}) {
         const Outcome o = run_bench(std::string("emit decode_causal 1,100 --arch sm_90 ") + bad);

@@ -88,6 +88,28 @@ TEST_CASE("bench profiler: ncu's details page becomes a per-kernel summary, long
                          std::invalid_argument);
 }
 
+TEST_CASE("bench profiler: a raw page as ncu wrote it on an H200 (decode_gqa 1,1024, three launches)") {
+    // `ncu --import R --csv --page raw --metrics gpu__time_duration.sum` on the H200 (ncu of CUDA 13.0,
+    // driver 580.159.04), verbatim: the unit row says "us", the values carry six decimals.
+    const std::string csv =
+        R"x("ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum")x"
+        "\n"
+        R"x("","","","","","","","","","","","us")x"
+        "\n"
+        R"x("0","755","neptune_bench","127.0.0.1","neptune_split_k","1","7","(32, 1, 1)","(6, 8, 1)","0","9.0","12.352000")x"
+        "\n"
+        R"x("1","755","neptune_bench","127.0.0.1","neptune_split_k","1","7","(32, 1, 1)","(6, 8, 1)","0","9.0","12.256000")x"
+        "\n"
+        R"x("2","755","neptune_bench","127.0.0.1","neptune_split_k","1","7","(32, 1, 1)","(6, 8, 1)","0","9.0","12.384000")x"
+        "\n";
+    const std::vector<KernelSummary> k = parse_ncu_csv(csv);
+    REQUIRE(k.size() == 1);
+    CHECK(k[0].name == "neptune_split_k");
+    CHECK(k[0].launches == 3);
+    CHECK(k[0].total_us == doctest::Approx(12.352 + 12.256 + 12.384));
+    CHECK_FALSE(k[0].sm_pct);  // not collected: n/a, never 0
+}
+
 TEST_CASE("bench profiler: ncu's raw page, metric names over a row of units, becomes the per-kernel summary") {
     // As ncu 2025 prints `--import R --csv --page raw`: the launch columns and the collected metrics
     // by name (a subset here, in ncu's order), their units, then one row per launch. Durations in

@@ -12,6 +12,7 @@
 #include "neptune/device/copy.cuh"
 #include "neptune/device/hopper.cuh"
 #include "neptune/device/mma.cuh"
+#include "neptune/device/row_strip.cuh"
 #include "neptune/device/store.cuh"
 #include "neptune/device/tile.cuh"
 #include "neptune/device/types.cuh"

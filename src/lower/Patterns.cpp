@@ -1,0 +1,50 @@
+#include "lower/Patterns.h"
+
+#include "lower/BuildRowChain.h"
+#include "lower/BuildTileProgram.h"
+#include "neptune/Error.h"
+
+namespace neptune::internal {
+
+std::string base_name(const std::string &n) {
+    const size_t d = n.find('$');
+    return d == std::string::npos ? n : n.substr(0, d);
+}
+
+const char *pattern_name(PatternKind k) { return k == PatternKind::Attention ? "attention" : "row chain"; }
+
+std::string PatternMatch::why() const {
+    std::string s = "no pattern of the tile backend matches";
+    for (size_t i = 0; i < reasons.size(); i++) s += (i ? "; " : ": ") + reasons[i];
+    return s;
+}
+
+PatternMatch match_pattern(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    PatternMatch m;
+    const std::string attention = attention_mismatch(plan, outputs, opt);
+    if (attention.empty()) {
+        m.matched = true;
+        m.kind = PatternKind::Attention;
+        return m;
+    }
+    const std::string rows = row_chain_mismatch(plan, outputs);
+    if (rows.empty()) {
+        m.matched = true;
+        m.kind = PatternKind::RowChain;
+        return m;
+    }
+    m.reasons = {std::string(pattern_name(PatternKind::Attention)) + ": " + attention,
+                 std::string(pattern_name(PatternKind::RowChain)) + ": " + rows};
+    return m;
+}
+
+tir::Program build_pattern(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    const PatternMatch m = match_pattern(plan, outputs, opt);
+    if (!m) throw CompileError(plan.directive + ": " + m.why());
+    if (m.kind == PatternKind::Attention) return build_tile_program(plan, outputs, opt);
+    const RowChainShape shape = opt.row_threads ? row_chain_shape(opt.dtype, opt.row_cols, opt.row_threads)
+                                                : default_row_chain_shape(opt.dtype, opt.row_cols);
+    return build_row_chain(plan, outputs, opt.arch, shape);
+}
+
+}  // namespace neptune::internal

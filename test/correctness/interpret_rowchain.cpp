@@ -1,0 +1,130 @@
+// Every row-wise operator's row-chain program (softmax, log-sum-exp, cross-entropy, LayerNorm,
+// RMSNorm), executed by the tile-IR interpreter on the CPU, against the fp64 reference: rows of one
+// and odd lengths (the masked edges of strips), a row per warp and per block, the chunked form for
+// rows longer than a strip, fully masked (-inf) rows, maxima rising along the row, f16 and bf16.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "lower/BuildRowChain.h"
+#include "lower/LowerOperator.h"
+#include "neptune/Error.h"
+#include "neptune/HostTensor.h"
+#include "neptune/algorithms/Schedules.h"
+#include "neptune/reference/Reference.h"
+#include "tir/Interpreter.h"
+
+using namespace neptune;
+
+namespace {
+
+enum class Rows { Normal, Rising, Masked };
+
+struct Case {
+    int64_t rows, cols;
+    Rows style = Rows::Normal;
+    DType dtype = DType::F16;
+    // A forced kernel shape (0 threads: the default for the length).
+    int threads = 0, vectors = 1, rows_per_block = 1;
+    bool chunked = false;
+};
+
+// The program of `inst`: lower_operator's, or the forced shape's straight from the builder.
+internal::OperatorLowering lower(const OperatorInstance &inst, const Case &c) {
+    if (!c.threads) return internal::lower_operator(inst);
+    const algorithms::OperatorFuncs funcs = algorithms::build(inst.spec);
+    const auto groups = algorithms::fuse_operator(inst.spec, funcs, algorithms::FusionChoice{});
+    internal::RowChainShape s;
+    s.threads_per_row = c.threads;
+    s.vector = 16 / dtype_bytes(c.dtype);
+    s.vectors = c.vectors;
+    s.rows_per_block = c.rows_per_block;
+    s.chunked = c.chunked;
+    internal::OperatorLowering l;
+    l.program = internal::build_row_chain(groups.at(0).plan(), funcs.outputs, GpuArch::Sm80, s);
+    l.ints = {{"rows", c.rows}, {"cols", c.cols}};
+    return l;
+}
+
+void run(const OperatorSpec &op, const Case &c) {
+    OperatorSpec spec = op;
+    spec.dtype = c.dtype;
+    const OperatorInstance inst = instantiate(spec, c.rows, c.cols);
+    INFO(op.name << " " << c.rows << "x" << c.cols << " " << dtype_name(c.dtype) << " style " << int(c.style)
+                 << " threads " << c.threads << " chunked " << c.chunked);
+    internal::OperatorLowering l = lower(inst, c);
+    REQUIRE(l.program.kernels.size() == 1);
+    std::vector<HostTensor> in = make_inputs(inst, 7);
+    HostTensor &x = in.at(0);
+    REQUIRE(x.desc.name == "x");
+    const bool softmax_like = op.family == Family::Softmax || op.family == Family::LogSumExp;
+    for (int64_t r = 0; r < c.rows; r++)
+        for (int64_t k = 0; k < c.cols; k++) {
+            double &v = x.values[size_t(r * c.cols + k)];
+            if (c.style == Rows::Rising) v += 8.0 * double(k) / double(c.cols);  // each chunk's max above the last
+            if (c.style == Rows::Masked && softmax_like && r % 3 == 1) v = -std::numeric_limits<double>::infinity();
+        }
+    x.round_to_dtype();
+    std::vector<HostTensor> out = make_outputs(inst);
+    for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
+    tir::LaunchArgs args;
+    for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
+    for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
+    args.ints = l.ints;
+    tir::interpret(l.program, args);
+    const std::vector<HostTensor> ref = reference::compute(inst, in);
+    for (size_t o = 0; o < out.size(); o++) {
+        const TensorDesc &d = inst.outputs[o];
+        std::vector<double> got = out[o].values, want = ref[o].values;
+        if (c.style == Rows::Masked && softmax_like) {
+            // A fully masked row: its log-sum-exp is -inf; its softmax 0 / 0 in both. Compared apart.
+            const int64_t per_row = int64_t(want.size()) / c.rows;
+            for (int64_t r = 1; r < c.rows; r += 3)
+                for (int64_t k = 0; k < per_row; k++) {
+                    const size_t i = size_t(r * per_row + k);
+                    if (op.family == Family::LogSumExp) CHECK(got[i] == -std::numeric_limits<double>::infinity());
+                    if (op.family == Family::Softmax) CHECK(std::isnan(got[i]));
+                    got[i] = want[i] = 0;
+                }
+        }
+        const ErrorStats e = compare(got, want);
+        INFO(d.name << ": " << e.describe(d));
+        CHECK(tolerance_for(d.dtype).accepts(e));
+    }
+}
+
+const std::vector<std::string> kOps = {"softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm"};
+
+}  // namespace
+
+TEST_CASE("interpret row chains: odd shapes on chip, a warp or a block per row") {
+    const std::vector<Case> cases = {
+        {1, 1},    {7, 7}, {1, 1000}, {7, 1000, Rows::Rising}, {5, 8191}, {2, 3000, Rows::Normal, DType::BF16},
+        {300, 64},  // many rows, four to a block with a masked last block
+    };
+    for (const std::string &name : kOps)
+        for (const Case &c : cases) run(*find_operator(name), c);
+}
+
+TEST_CASE("interpret row chains: fully masked rows and rising maxima") {
+    for (const char *name : {"softmax", "logsumexp"}) {
+        run(*find_operator(name), {7, 100, Rows::Masked});
+        run(*find_operator(name), {4, 5000, Rows::Masked, DType::BF16});
+    }
+}
+
+TEST_CASE("interpret row chains: the chunked form for rows longer than a strip") {
+    for (const std::string &name : kOps) {
+        // Strips of 32 x 8 columns over rows of 1000 (4 chunks, the last partial) and 7.
+        run(*find_operator(name), {3, 1000, Rows::Rising, DType::F16, 32, 1, 1, true});
+        run(*find_operator(name), {2, 7, Rows::Normal, DType::BF16, 32, 1, 2, true});
+        // What lower_operator picks for 131072 columns.
+        run(*find_operator(name), {2, 131072, Rows::Rising});
+    }
+    run(*find_operator("softmax"), {3, 700, Rows::Masked, DType::F16, 32, 1, 1, true});
+}
+
+TEST_CASE("interpret row chains: 1000 rows") {
+    for (const std::string &name : kOps) run(*find_operator(name), {1000, 200});
+}
