@@ -150,7 +150,7 @@ struct ProfileArgs {
                     profiler = "auto";
     bench::PointOptions point;
     double baseline_timeout = 600;
-    bool no_baselines = false;
+    bool no_baselines = false, append = false;
 };
 
 // The command line without `--profile DIR` and `--profiler X`: what the profiler runs.
@@ -222,9 +222,13 @@ int cmd_profile(const ProfileArgs &a, const char *argv0, const std::vector<std::
                    neptune_last_error(), spec.name, batch, seq);
         return 3;
     }
+    // --append adds the point and its provenance to an existing result file (a table of points measured
+    // one command at a time); otherwise the file holds this point alone.
     bench::ResultFile file;
+    if (a.append && !a.json.empty() && std::filesystem::exists(a.json)) file = bench::read_result_file(a.json);
+    const int run_index = int(file.runs.size());
     file.runs.push_back(bench::provenance(args));
-    const nlohmann::json &run = file.runs[0];
+    const nlohmann::json &run = file.runs.back();
     fmt::print("profile {} at {},{} on {}, driver {}, NVRTC {}\n", spec.name, batch, seq,
                run["gpu"].is_null() ? "?" : run["gpu"]["name"].get<std::string>(),
                run["driver"].is_null() ? "?" : run["driver"].get<std::string>(),
@@ -239,7 +243,8 @@ int cmd_profile(const ProfileArgs &a, const char *argv0, const std::vector<std::
     nlohmann::json doc;
     bench::PointResult p = bench::measure_point(inst, opt, server.get(), &doc);
     server.reset();
-    if (!doc.is_null()) bench::add_baseline_provenance(file.runs[0], doc);
+    if (!doc.is_null()) bench::add_baseline_provenance(file.runs.back(), doc);
+    p.run = run_index;
     fmt::print("\n{}", p.failed ? "" : bench::format_table(p));
     if (p.failed) fmt::print(stderr, "neptune_bench profile: {}\n", p.error);
     file.points.push_back(p);
@@ -374,6 +379,8 @@ int main(int argc, char **argv) {
     add_kernel_options(profile, pa.point.gpu, "from the SM count", "3 for prefill, any for decode");
     profile->add_option("--arch", pa.point.gpu.arch, "sm_80 (mma.sync) or sm_90a (wgmma + TMA); default: the device's");
     profile->add_option("--json", pa.json, "also write the results (and their provenance) to this JSON file");
+    profile->add_flag("--append", pa.append,
+                      "with --json: add this point to the file's points instead of replacing them");
     profile
         ->add_option("--impl", pa.impls,
                      "baselines: all, none, or a comma list of cublas_unfused, halide_unfused, sdpa_flash, "

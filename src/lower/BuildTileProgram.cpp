@@ -544,10 +544,11 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(with_role(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
-                                                         bind(v_base(), rows), Expr(opt_.head_dim_v),
-                                                         int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)),
-                                          Role::ValueLoad));
+                    b.push_back(
+                        with_role(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
+                                                 bind(v_base(), rows), Expr(opt_.head_dim_v),
+                                                 int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)),
+                                  Role::ValueLoad));
                     loaded_v = true;
                 }
                 b.push_back(with_role(make_dot(si.name, pa, "v_s", false), Role::ValueDot));

@@ -330,7 +330,7 @@ struct Kernel {
     std::vector<TensorParam> tensors;
     std::vector<std::string> int_params;  // scalar int parameters (extents), in launch order
     std::vector<std::string> float_params;  // scalar float parameters
-    Halide::Expr grid_x, grid_y, grid_z;  // over int_params
+    Halide::Expr grid_x, grid_y = 1, grid_z = 1;  // over int_params; y and z 1 unless a builder sets them
     Halide::Expr cluster_x;  // blocks per cluster along x (dividing grid_x); undefined: none
     int warps = 4;  // compute warps, 16 rows each (4 make a wgmma warpgroup)
     int producer_warps = 0;  // warps issuing TMA copies ahead of the compute warps (0: none)

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "lower/BuildRowChain.h"
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 #include "neptune/Error.h"
 #include "neptune/HostTensor.h"
 #include "neptune/algorithms/Schedules.h"

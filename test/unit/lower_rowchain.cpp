@@ -9,13 +9,13 @@
 
 #include "codegen/CodeGenCuda.h"
 #include "lower/BuildRowChain.h"
-#include "lower/LowerOperator.h"
+#include "suite/LowerOperator.h"
 #include "lower/Patterns.h"
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
 #include "neptune/HostTensor.h"
 #include "neptune/algorithms/Schedules.h"
-#include "runtime/Compile.h"
+#include "neptune/CompileCuda.h"
 #include "tir/IR.h"
 #include "tir/Interpreter.h"
 
