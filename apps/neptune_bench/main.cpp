@@ -290,9 +290,6 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
     CLI::Option_group *g =
         sub->add_option_group("Expert overrides (defaults are chosen per GPU and shape)",
                               "Tuning overrides for experiments; the defaults need none (docs/design/options.md)");
-    g->add_option("--row-threads", o.row_threads,
-                  "row-wise operators: threads per row, a power of two from 32 to 1024; 0 = by the row length")
-        ->capture_default_str();
     g->add_option("--block-n", o.block_n,
                   "keys per KV tile; 0 = 64 for prefill (192 for sm_90a's wgmma at head dims up to 128, 128 with "
                   "a window), 32 for decode (64 where groups leave one block per SM, on sm_90a at head dims up to 128)")

@@ -49,7 +49,6 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     internal::LoweringChoices c;
     c.arch = arch;
     c.block_n = opt.block_n;
-    c.row_threads = opt.row_threads;
     c.chunks = chunks;
     c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
     c.wgmma = opt.wgmma;

@@ -103,7 +103,7 @@ TEST_CASE("row chains: kernel shapes by row length") {
     CHECK(f32.cols() / f32.threads_per_row <= 32);
     CHECK(internal::default_row_chain_shape(DType::F16, 131072).chunked);
     CHECK(internal::default_row_chain_shape(DType::BF16, 0).chunked);  // any length
-    // Forced threads per row (neptune_bench --row-threads): 8 warps at 32768 f16 columns would hold 128 per
+    // Forced threads per row (LoweringChoices::row_threads): 8 warps at 32768 f16 columns would hold 128 per
     // thread, more than 64: the chunked form; 32 warps hold the row on chip.
     CHECK(internal::row_chain_shape(DType::F16, 32768, 256).chunked);
     CHECK(!internal::row_chain_shape(DType::F16, 32768, 1024).chunked);
