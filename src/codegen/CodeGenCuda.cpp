@@ -48,6 +48,26 @@ enum class Context { Scalar, Tile, Row };
 /** The per-row copy of a warp-rows row vector that a tile map reads (every lane, all 16 rows). */
 std::string row_copy(const std::string &n) { return ident(n) + "_by_row"; }
 
+// The kernel's declaration up to its opening brace: launch bounds, then the tensors, the TMA
+// descriptors (by value: __grid_constant__ keeps them in parameter space, where TMA reads them) and
+// the int parameters, in the order every launcher passes them.
+std::string signature(const Kernel &k) {
+    std::ostringstream os;
+    os << "extern \"C\" __global__ void __launch_bounds__(" << k.threads();
+    if (k.min_blocks_per_sm > 0) os << ", " << k.min_blocks_per_sm;
+    os << ") " << k.name << "(";
+    bool first = true;
+    for (const TensorParam &t : k.tensors) {
+        os << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "
+           << ident(t.name);
+        first = false;
+    }
+    for (const TensorMap &m : k.tensor_maps) os << ", const __grid_constant__ nd::tensor_map " << ident(m.name);
+    for (const std::string &p : k.int_params) os << ", int " << ident(p);
+    os << ") {\n";
+    return os.str();
+}
+
 class ExprPrinter {
 public:
     ExprPrinter(const Kernel &k, Context c) : k_(k), ctx_(c) {}
@@ -151,19 +171,7 @@ public:
 
     std::string emit() {
         const bool specialized = k_.producer_warps > 0;
-        out_ << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads();
-        if (k_.min_blocks_per_sm > 0) out_ << ", " << k_.min_blocks_per_sm;
-        out_ << ") " << k_.name << "(";
-        bool first = true;
-        for (const TensorParam &t : k_.tensors) {
-            out_ << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "
-                 << ident(t.name);
-            first = false;
-        }
-        // TMA descriptors by value: __grid_constant__ keeps them in parameter space, where TMA reads them.
-        for (const TensorMap &m : k_.tensor_maps) out_ << ", const __grid_constant__ nd::tensor_map " << ident(m.name);
-        for (const std::string &p : k_.int_params) out_ << ", int " << ident(p);
-        out_ << ") {\n";
+        out_ << signature(k_);
         line("constexpr int THREADS = " + std::to_string(32 * k_.warps) + ";  // the compute warps");
         line("(void)THREADS;");
         if (const int a = layout_.alignment_slack) {
@@ -867,17 +875,7 @@ public:
     explicit StripEmitter(const Kernel &k) : k_(k) {}
 
     std::string emit() {
-        out_ << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads();
-        if (k_.min_blocks_per_sm > 0) out_ << ", " << k_.min_blocks_per_sm;
-        out_ << ") " << k_.name << "(";
-        bool first = true;
-        for (const TensorParam &t : k_.tensors) {
-            out_ << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "
-                 << ident(t.name);
-            first = false;
-        }
-        for (const std::string &p : k_.int_params) out_ << ", int " << ident(p);
-        out_ << ") {\n";
+        out_ << signature(k_);
         line("constexpr int T_ = " + std::to_string(k_.strip_threads) + ", V_ = " + std::to_string(k_.strip_vector) +
              ";  // threads per row, columns per vector");
         line("const int t_ = threadIdx.x % T_, row = threadIdx.x / T_;");
