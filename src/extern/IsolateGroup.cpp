@@ -10,19 +10,6 @@ namespace HI = Halide::Internal;
 
 namespace {
 
-// Whether `f` only reads one buffer at its own coordinates: f(x, y) = buf(x, y). A generator's
-// Input<Buffer<>> used as a Func is such a wrapper.
-const HI::Call *wrapped_buffer(const HI::Function &f) {
-    if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) return nullptr;
-    const HI::Call *c = f.values()[0].as<HI::Call>();
-    if (!c || c->call_type != HI::Call::Image || c->args.size() != f.args().size()) return nullptr;
-    for (size_t i = 0; i < c->args.size(); i++) {
-        const HI::Variable *v = c->args[i].as<HI::Variable>();
-        if (!v || v->name != f.args()[i]) return nullptr;
-    }
-    return c;
-}
-
 std::string buffer_name(const HI::Call *image) {
     return image->param.defined() ? image->param.name() : image->image.name();
 }

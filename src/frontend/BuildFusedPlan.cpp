@@ -402,4 +402,16 @@ std::string FusedPlan::describe() const {
     return os.str();
 }
 
+const Halide::Internal::Call *wrapped_buffer(const Halide::Internal::Function &f) {
+    namespace HI = Halide::Internal;
+    if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) return nullptr;
+    const HI::Call *c = f.values()[0].as<HI::Call>();
+    if (!c || c->call_type != HI::Call::Image || c->args.size() != f.args().size()) return nullptr;
+    for (size_t i = 0; i < c->args.size(); i++) {
+        const HI::Variable *v = c->args[i].as<HI::Variable>();
+        if (!v || v->name != f.args()[i]) return nullptr;
+    }
+    return c;
+}
+
 }  // namespace neptune::internal

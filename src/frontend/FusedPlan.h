@@ -59,6 +59,10 @@ struct FusionRequest {
     int chunks = 1;
 };
 
+/** The buffer a Func only wraps (f(x, y) = buffer(x, y), as ImageParams and generator inputs appear
+ * when used as Funcs), or null: the lowering and the extern stages read such a Func as its buffer. */
+const Halide::Internal::Call *wrapped_buffer(const Halide::Internal::Function &f);
+
 /** Validates the request, finds the chain, derives every repair. Throws CompileError. */
 FusedPlan build_fused_plan(const FusionRequest &request);
 

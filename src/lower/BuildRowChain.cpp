@@ -31,15 +31,7 @@ const char *const kRow = "rc.row";
 const HI::Call *input_of(const HI::Call *op) {
     if (op->call_type == HI::Call::Image) return op;
     if (op->call_type != HI::Call::Halide || !op->func.defined()) return nullptr;
-    const HI::Function f(op->func);
-    if (f.has_update_definition() || f.has_extern_definition() || f.values().size() != 1) return nullptr;
-    const HI::Call *in = f.values()[0].as<HI::Call>();
-    if (!in || in->call_type != HI::Call::Image || in->args.size() != f.args().size()) return nullptr;
-    for (size_t i = 0; i < in->args.size(); i++) {
-        const HI::Variable *v = in->args[i].as<HI::Variable>();
-        if (!v || v->name != f.args()[i]) return nullptr;
-    }
-    return in;
+    return wrapped_buffer(HI::Function(op->func));
 }
 
 class Builder {

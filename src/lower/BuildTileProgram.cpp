@@ -213,20 +213,11 @@ private:
             using HI::IRMutator::visit;
             Expr visit(const HI::Call *op) override {
                 if (op->call_type == HI::Call::Halide && op->func.defined()) {
-                    const HI::Function f(op->func);
-                    if (!f.has_update_definition() && !f.has_extern_definition() && f.values().size() == 1) {
-                        const HI::Call *in = f.values()[0].as<HI::Call>();
-                        bool same = in && in->call_type == HI::Call::Image && in->args.size() == f.args().size();
-                        for (size_t i = 0; same && i < in->args.size(); i++) {
-                            const HI::Variable *v = in->args[i].as<HI::Variable>();
-                            same = v && v->name == f.args()[i];
-                        }
-                        if (same) {
-                            std::vector<Expr> args;
-                            for (const Expr &a : op->args) args.push_back(mutate(a));
-                            return HI::Call::make(in->type, in->name, args, HI::Call::Image, in->func, 0, in->image,
-                                                  in->param);
-                        }
+                    if (const HI::Call *in = wrapped_buffer(HI::Function(op->func))) {
+                        std::vector<Expr> args;
+                        for (const Expr &a : op->args) args.push_back(mutate(a));
+                        return HI::Call::make(in->type, in->name, args, HI::Call::Image, in->func, 0, in->image,
+                                              in->param);
                     }
                 }
                 return HI::IRMutator::visit(op);
