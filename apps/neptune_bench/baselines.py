@@ -442,6 +442,7 @@ def make_row_self_test(torch, a, root):
         t["beta"] = (0.1 * torch.randn(C, generator=g, device="cuda")).half()
     if op == "cross_entropy":
         t["labels"] = torch.randint(0, C, (R,), generator=g, device="cuda", dtype=torch.int32)
+        t["labels"][5::8] = -100  # ignored rows (padding): loss 0
     for n, x in t.items():
         x.cpu().numpy().tofile(os.path.join(root, n + ".bin"))
     with open(os.path.join(root, "meta.json"), "w") as f:
@@ -455,7 +456,9 @@ def make_row_self_test(torch, a, root):
         if op == "logsumexp":
             return torch.logsumexp(x, -1)
         if op == "cross_entropy":
-            return torch.logsumexp(x, -1) - x.gather(1, t["labels"].long()[:, None])[:, 0]
+            lab = t["labels"].long()
+            loss = torch.logsumexp(x, -1) - x.gather(1, lab.clamp(min=0)[:, None])[:, 0]
+            return torch.where(lab == -100, torch.zeros_like(loss), loss)
         mean = x.mean(-1, keepdim=True) if op == "layernorm" else 0
         var = ((x - mean) ** 2).mean(-1, keepdim=True)
         y = (x - mean) / torch.sqrt(var + 1e-5) * t["gamma"].to(dt)

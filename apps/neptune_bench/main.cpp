@@ -324,6 +324,15 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                   "TMA (one thread per tile, an mbarrier per buffer), 0 by cp.async; -1 = default")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
+    g->add_option("--row-threads", o.row_threads,
+                  "row-wise operators: threads per row (or per block of a row's cluster), a power of two from 32 "
+                  "to 1024; 0 = by the row length")
+        ->capture_default_str();
+    g->add_option("--row-cluster", o.row_cluster,
+                  "row-wise operators: blocks per row, 1 to 8 (above 1: a thread block cluster, sm_90a); 0 = by "
+                  "the row length (a cluster for rows longer than 32768 columns on sm_90a)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 8));
 }
 
 }  // namespace

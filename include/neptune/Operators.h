@@ -24,6 +24,10 @@ enum class Family {
     RmsNormMatmul,
     Performer
 };
+/** The label of a cross-entropy row that does not count (padding): its loss is 0. PyTorch's default
+ * ignore_index. */
+constexpr int kIgnoreIndex = -100;
+
 enum class Mask { None, Causal, Window };
 enum class ScoreMod { None, Alibi, Softcap };
 /** "none", "causal", "window" and "none", "alibi", "softcap": the names the generators' parameters,

@@ -168,13 +168,16 @@ void add_softmax_family(const OperatorSpec &spec, const std::vector<Func> &input
             const Expr cols = extent(0, 0);
             // An out-of-range label is a run-time error, never a clamped, silently wrong loss. The
             // check is a stage of its own: inlined on the host; a GPU schedule computes it on the
-            // host too (a CUDA kernel cannot report an error message).
+            // host too (a CUDA kernel cannot report an error message). A row labelled
+            // kIgnoreIndex (PyTorch's ignore_index, -100) is padding: its loss is 0.
             Func label("label");
-            label(r) = Halide::require(labels(r) >= 0 && labels(r) < cols, labels(r),
-                                       "cross_entropy: label out of range [0, cols):", labels(r));
+            label(r) = Halide::require(
+                (labels(r) >= 0 && labels(r) < cols) || labels(r) == kIgnoreIndex, labels(r),
+                "cross_entropy: label out of range [0, cols) and not the ignore index -100:", labels(r));
             of.stages["label"] = label;
             out = Func("loss");
-            out(r) = lse(r) - f32(x(Halide::clamp(label(r), 0, cols - 1), r));
+            out(r) = Halide::select(label(r) == kIgnoreIndex, 0.0f,
+                                    lse(r) - f32(x(Halide::clamp(label(r), 0, cols - 1), r)));
         }
     }
     of.stages[spec.family == Family::Softmax ? "y" : (spec.family == Family::CrossEntropy ? "loss" : "lse")] = out;

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/CodeGenStrip.h"
+#include "codegen/CudaPrinter.h"
 #include "neptune/Error.h"
 #include "tir/SharedLayout.h"
 
@@ -15,155 +17,6 @@ using Halide::Expr;
 using namespace tir;
 
 namespace {
-
-std::string ident(const std::string &n) {
-    std::string s = n;
-    for (char &c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
-    return s;
-}
-
-const char *elem_type(DType t) {
-    switch (t) {
-    case DType::F16: return "nd::f16";
-    case DType::BF16: return "nd::bf16";
-    case DType::F32: return "float";
-    case DType::I32: return "int";
-    }
-    return "?";
-}
-
-std::string float_literal(double v) {
-    if (std::isinf(v)) return v < 0 ? "nd::neg_inf()" : "(-nd::neg_inf())";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9gf", v);
-    std::string s = buf;
-    if (s.find_first_of(".e") == std::string::npos) s.insert(s.size() - 1, ".0");
-    return s;
-}
-
-// How a Variable reads inside an elementwise map.
-enum class Context { Scalar, Tile, Row };
-
-/** The per-row copy of a warp-rows row vector that a tile map reads (every lane, all 16 rows). */
-std::string row_copy(const std::string &n) { return ident(n) + "_by_row"; }
-
-// The kernel's declaration up to its opening brace: launch bounds, then the tensors, the TMA
-// descriptors (by value: __grid_constant__ keeps them in parameter space, where TMA reads them) and
-// the int parameters, in the order every launcher passes them.
-std::string signature(const Kernel &k) {
-    std::ostringstream os;
-    os << "extern \"C\" __global__ void __launch_bounds__(" << k.threads();
-    if (k.min_blocks_per_sm > 0) os << ", " << k.min_blocks_per_sm;
-    os << ") " << k.name << "(";
-    bool first = true;
-    for (const TensorParam &t : k.tensors) {
-        os << (first ? "" : ", ") << (t.output ? "" : "const ") << elem_type(t.elem) << " *__restrict__ "
-           << ident(t.name);
-        first = false;
-    }
-    for (const TensorMap &m : k.tensor_maps) os << ", const __grid_constant__ nd::tensor_map " << ident(m.name);
-    for (const std::string &p : k.int_params) os << ", int " << ident(p);
-    os << ") {\n";
-    return os.str();
-}
-
-class ExprPrinter {
-public:
-    ExprPrinter(const Kernel &k, Context c) : k_(k), ctx_(c) {}
-
-    std::string print(const Expr &e) const {
-        if (const auto *i = e.as<HI::IntImm>()) return std::to_string(i->value);
-        if (const auto *u = e.as<HI::UIntImm>()) return std::to_string(u->value);
-        if (const auto *f = e.as<HI::FloatImm>()) return float_literal(f->value);
-        if (const auto *v = e.as<HI::Variable>()) return variable(v->name);
-        if (const auto *c = e.as<HI::Cast>()) {
-            if (c->type.is_float()) return "((float)(" + print(c->value) + "))";
-            if (c->type.is_bool()) return "((bool)(" + print(c->value) + "))";
-            return "((int)(" + print(c->value) + "))";
-        }
-        if (const auto *op = e.as<HI::Add>()) return bin(op->a, "+", op->b);
-        if (const auto *op = e.as<HI::Sub>()) return bin(op->a, "-", op->b);
-        if (const auto *op = e.as<HI::Mul>()) return bin(op->a, "*", op->b);
-        // Halide's integer division and modulus are Euclidean, C's truncate: bounds of skipped
-        // tiles divide negative numbers.
-        if (const auto *op = e.as<HI::Div>()) {
-            if (op->type.is_float()) return bin(op->a, "/", op->b);
-            return "nd::div_euclid(" + print(op->a) + ", " + print(op->b) + ")";
-        }
-        if (const auto *op = e.as<HI::Mod>()) {
-            if (op->type.is_float()) {
-                const std::string a = print(op->a), b = print(op->b);
-                return "((" + a + ") - (" + b + ") * floorf((" + a + ") / (" + b + ")))";
-            }
-            return "nd::mod_euclid(" + print(op->a) + ", " + print(op->b) + ")";
-        }
-        if (const auto *op = e.as<HI::Min>())
-            return (op->type.is_float() ? "fminf(" : "min(") + print(op->a) + ", " + print(op->b) + ")";
-        if (const auto *op = e.as<HI::Max>())
-            return (op->type.is_float() ? "fmaxf(" : "max(") + print(op->a) + ", " + print(op->b) + ")";
-        if (const auto *op = e.as<HI::EQ>()) return bin(op->a, "==", op->b);
-        if (const auto *op = e.as<HI::NE>()) return bin(op->a, "!=", op->b);
-        if (const auto *op = e.as<HI::LT>()) return bin(op->a, "<", op->b);
-        if (const auto *op = e.as<HI::LE>()) return bin(op->a, "<=", op->b);
-        if (const auto *op = e.as<HI::GT>()) return bin(op->a, ">", op->b);
-        if (const auto *op = e.as<HI::GE>()) return bin(op->a, ">=", op->b);
-        if (const auto *op = e.as<HI::And>()) return bin(op->a, "&&", op->b);
-        if (const auto *op = e.as<HI::Or>()) return bin(op->a, "||", op->b);
-        if (const auto *op = e.as<HI::Not>()) return "(!" + print(op->a) + ")";
-        if (const auto *op = e.as<HI::Select>())
-            return "(" + print(op->condition) + " ? " + print(op->true_value) + " : " + print(op->false_value) + ")";
-        if (const auto *c = e.as<HI::Call>()) return call(c);
-        std::ostringstream os;
-        os << e;
-        throw InternalError("emit_cuda: cannot print " + os.str());
-    }
-
-private:
-    std::string bin(const Expr &a, const char *op, const Expr &b) const {
-        return "(" + print(a) + " " + op + " " + print(b) + ")";
-    }
-
-    std::string call(const HI::Call *c) const {
-        if (c->call_type == HI::Call::Image) {
-            if (c->args.size() != 1) throw InternalError("emit_cuda: only 1-D tensors are read inside maps");
-            for (const TensorParam &t : k_.tensors)
-                if (t.name == c->name && (t.elem == DType::F16 || t.elem == DType::BF16))
-                    return "nd::to_float(" + ident(c->name) + "[" + print(c->args[0]) + "])";
-            return ident(c->name) + "[" + print(c->args[0]) + "]";
-        }
-        const std::string a = c->args.empty() ? "" : print(c->args[0]);
-        if (c->name == "exp_f32") return "nd::fast_exp2((" + a + ") * 1.44269504f)";  // exp(x) = 2^(x log2 e)
-        if (c->name == "fast_exp2") return "nd::fast_exp2(" + a + ")";
-        if (c->name == "log_f32") return "logf(" + a + ")";
-        if (c->name == "tanh_f32") return "nd::fast_tanh(" + a + ")";
-        if (c->name == "sqrt_f32") return "sqrtf(" + a + ")";
-        if (c->name == "abs" || c->name == "abs_f32") return "fabsf(" + a + ")";
-        if (c->name == "pow_f32") return "powf(" + a + ", " + print(c->args[1]) + ")";
-        throw InternalError("emit_cuda: no CUDA form for the call " + c->name);
-    }
-
-    std::string variable(const std::string &n) const {
-        if (n == "row" || n == "col") return n;
-        auto it = k_.values.find(n);
-        if (it != k_.values.end()) {
-            const TileType &t = it->second;
-            if (t.layout == Layout::RowVector)
-                return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
-            // A warp-rows map reads row r of a row vector from the shuffled copy the map made (row_copy).
-            if (t.layout == Layout::WarpRowVector) return ctx_ == Context::Tile ? row_copy(n) + "[r]" : ident(n) + ".v";
-            if (t.layout == Layout::WarpRows) return ident(n) + ".v[r][q][e]";
-            if (t.layout == Layout::RowStrip)
-                return "nd::at(" + ident(n) + ", i, e)";  // a thread's vector i, element e
-            if (t.layout == Layout::StripRowVector) return ident(n) + ".v";  // the thread's row
-            return ident(n) + ".v[mt][nt][e]";
-        }
-        return ident(n);
-    }
-
-    const Kernel &k_;
-    Context ctx_;
-};
 
 class Emitter {
 public:
@@ -739,6 +592,8 @@ private:
             line("}");
             line("nd::cluster_sync();  // no block leaves while rank 0 reads its shared memory");
             break;
+        case NodeKind::ClusterReduce:
+            throw InternalError("emit_cuda: cluster reductions are of row-strip kernels, not tile kernels");
         case NodeKind::Barrier:
             // With a producer warpgroup, a barrier is among the compute warps only (the producer runs ahead).
             line(k_.producer_warps ? "nd::named_barrier(1, THREADS);" : "nd::barrier();");
@@ -867,205 +722,6 @@ private:
     int indent_ = 1;
 };
 
-/** Row-strip kernels (the row-chain pattern): each thread holds part of one row (row_strip.cuh). A
- * map whose tile only the next statement reads, a reduction or a store, is computed inside it, so
- * the strip of x is the only one in registers (32 f32 per thread at most). */
-class StripEmitter {
-public:
-    explicit StripEmitter(const Kernel &k) : k_(k) {}
-
-    std::string emit() {
-        out_ << signature(k_);
-        line("constexpr int T_ = " + std::to_string(k_.strip_threads) + ", V_ = " + std::to_string(k_.strip_vector) +
-             ";  // threads per row, columns per vector");
-        line("const int t_ = threadIdx.x % T_, row = threadIdx.x / T_;");
-        line("const int block_x = blockIdx.x, grid_x = gridDim.x;");
-        line("(void)row; (void)block_x; (void)grid_x;");
-        for (const ScalarDef &d : k_.scalars) line("const int " + ident(d.name) + " = " + scalar(d.value) + ";");
-        count_reads(k_.body);
-        for (const auto &[name, t] : k_.values) {
-            if (t.layout == Layout::RowStrip && packed_.count(name))
-                line("nd::packed_strip<" + std::to_string(vectors(t)) + ", " + elem_type(packed_.at(name)) + "> " +
-                     ident(name) + ";");
-            else if (t.layout == Layout::RowStrip)
-                line("nd::strip<" + std::to_string(vectors(t)) + ", V_> " + ident(name) + ";");
-            else if (t.layout == Layout::StripRowVector)
-                line("nd::strip_row " + ident(name) + ";");
-            else
-                throw InternalError("emit_cuda: a row-strip kernel holds " + t.str());
-        }
-        block(k_.body);
-        out_ << "}\n";
-        return out_.str();
-    }
-
-private:
-    void line(const std::string &s) { out_ << std::string(size_t(indent_ * 4), ' ') << s << "\n"; }
-    std::string scalar(const Expr &e) const { return ExprPrinter(k_, Context::Scalar).print(e); }
-    std::string tile(const Expr &e) const { return ExprPrinter(k_, Context::Tile).print(e); }
-    int vectors(const TileType &t) const { return t.cols / (k_.strip_threads * k_.strip_vector); }
-    std::string ptr(const Node &n) const {
-        return "(" + ident(n.tensor) + " + (long long)(" + scalar(n.base) + ") + (long long)row * (" +
-               scalar(n.row_stride) + "))";
-    }
-    const TensorParam &tensor(const std::string &n) const {
-        for (const TensorParam &t : k_.tensors)
-            if (t.name == n) return t;
-        throw InternalError("emit_cuda: no tensor " + n);
-    }
-
-    // Reads of each value; strips only loads of 16-bit tensors write stay packed (packed_).
-    void count_reads(const Block &b) {
-        std::set<std::string> written;
-        count_reads(b, written);
-        for (const std::string &n : written) packed_.erase(n);
-    }
-    void count_reads(const Block &b, std::set<std::string> &written) {
-        for (const Stmt &s : b) {
-            std::set<std::string> w, r;
-            effects(*s, w, r, false);
-            for (const std::string &n : r) reads_[n]++;
-            if (s->kind == NodeKind::TileLoad && k_.values.at(s->dst).layout == Layout::RowStrip &&
-                dtype_bytes(tensor(s->tensor).elem) * k_.strip_vector == 16 && tensor(s->tensor).elem != DType::F32) {
-                packed_[s->dst] = tensor(s->tensor).elem;
-            } else {
-                written.insert(w.begin(), w.end());
-            }
-            count_reads(s->body, written);
-        }
-    }
-
-    // The element loop over a thread's vectors, with `col` bound.
-    void elements(const std::string &n_vectors, const std::string &body) {
-        line("#pragma unroll");
-        line("for (int i = 0; i < " + n_vectors + "; ++i) {");
-        line("#pragma unroll");
-        line("    for (int e = 0; e < V_; ++e) {");
-        line("        const int col = nd::strip_col<T_, V_>(t_, i, e);");
-        line("        (void)col;");
-        line("        " + body);
-        line("    }");
-        line("}");
-    }
-
-    // The condition under which a bounded map computes an element.
-    std::string in_bounds(const Node &map) const {
-        std::string c;
-        if (map.valid_rows.defined()) c = "row < " + scalar(map.valid_rows);
-        if (map.valid_cols.defined()) c += (c.empty() ? "" : " && ") + std::string("col < ") + scalar(map.valid_cols);
-        return c.empty() ? "true" : c;
-    }
-
-    void block(const Block &b) {
-        for (size_t i = 0; i < b.size(); i++) {
-            const Node &n = *b[i];
-            const Node *next = i + 1 < b.size() ? b[i + 1].get() : nullptr;
-            // A map read only by the next statement, which reduces or stores it: computed inside it.
-            if (n.kind == NodeKind::TileMap && next && reads_[n.dst] == 1 &&
-                ((next->kind == NodeKind::TileReduce && next->src == n.dst) ||
-                 (next->kind == NodeKind::TileStore && next->src == n.dst))) {
-                if (!n.note.empty()) line("// " + n.note + ", computed in the next statement");
-                stmt(*next, &n);
-                i++;
-                continue;
-            }
-            stmt(n, nullptr);
-        }
-    }
-
-    void stmt(const Node &n, const Node *map) {
-        if (!n.note.empty()) line("// " + n.note);
-        switch (n.kind) {
-        case NodeKind::TileLoad: {
-            const TileType &t = k_.values.at(n.dst);
-            line("nd::load_strip<T_, " + std::to_string(vectors(t)) + ", V_>(" + ident(n.dst) + ", " + ptr(n) +
-                 ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ", t_);");
-            break;
-        }
-        case NodeKind::TileStore: {
-            const TileType &t = k_.values.at(n.src);
-            const std::string args = ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols);
-            if (!map) {
-                line("nd::store_strip<T_, " + std::to_string(vectors(t)) + ", V_>(" + ptr(n) + ", " + ident(n.src) +
-                     args + ", t_);");
-                break;
-            }
-            // The map's values a vector at a time, each stored before the next is computed.
-            line("#pragma unroll");
-            line("for (int i = 0; i < " + std::to_string(vectors(t)) + "; ++i) {");
-            indent_++;
-            line("float m_[V_];");
-            line("#pragma unroll");
-            line("for (int e = 0; e < V_; ++e) {");
-            line("    const int col = nd::strip_col<T_, V_>(t_, i, e);");
-            line("    (void)col;");
-            line("    m_[e] = (" + in_bounds(*map) + ") ? " + tile(map->value) + " : 0.0f;");
-            line("}");
-            line("nd::store_vector<V_>(" + ptr(n) + ", m_" + args + ", nd::strip_col<T_, V_>(t_, i, 0));");
-            indent_--;
-            line("}");
-            break;
-        }
-        case NodeKind::Fill: {
-            const TileType &t = k_.values.at(n.dst);
-            if (t.layout == Layout::StripRowVector)
-                line(ident(n.dst) + ".v = " + scalar(n.value) + ";");
-            else
-                elements(std::to_string(vectors(t)), ident(n.dst) + ".v[i][e] = " + scalar(n.value) + ";");
-            break;
-        }
-        case NodeKind::TileMap:
-            elements(std::to_string(vectors(k_.values.at(n.dst))),
-                     ident(n.dst) + ".v[i][e] = (" + in_bounds(n) + ") ? " + tile(n.value) + " : 0.0f;");
-            break;
-        case NodeKind::RowMap:
-            line(ident(n.dst) + ".v = (" + in_bounds(n) + ") ? " + ExprPrinter(k_, Context::Row).print(n.value) +
-                 " : 0.0f;");
-            break;
-        case NodeKind::TileReduce: {
-            const bool max = n.op == ReduceOp::Max;
-            const TileType &t = k_.values.at(n.src);
-            const std::string op = max ? "true" : "false";
-            std::string cond = n.valid_cols.defined() ? "col < " + scalar(n.valid_cols) : "true";
-            if (map) cond = "(" + cond + ") && (" + in_bounds(*map) + ")";
-            const std::string x = map ? tile(map->value) : "nd::at(" + ident(n.src) + ", i, e)";
-            line("{");
-            indent_++;
-            line(std::string("float p_ = ") + (max ? "nd::neg_inf()" : "0.0f") + ";");
-            elements(std::to_string(vectors(t)), "if (" + cond + ") p_ = nd::reduce_op(" + op + ", p_, " + x + ");");
-            line(ident(n.dst) + ".v = nd::reduce_op(" + op + ", " + ident(n.dst) + ".v, nd::reduce_row<T_>(p_, " + op +
-                 "));");
-            indent_--;
-            line("}");
-            break;
-        }
-        case NodeKind::RowStore: {
-            const TensorParam &t = tensor(n.tensor);
-            line("if (t_ == 0 && row < " + scalar(n.valid_rows) + ") " + ident(n.tensor) + "[(long long)(" +
-                 scalar(n.base) + ") + row] = nd::element_from_float<" + elem_type(t.elem) + ">(" + ident(n.src) +
-                 ".v);");
-            break;
-        }
-        case NodeKind::CarriedLoop:
-            line("for (int " + ident(n.var) + " = " + scalar(n.begin) + "; " + ident(n.var) + " < " + scalar(n.end) +
-                 "; ++" + ident(n.var) + ") {");
-            indent_++;
-            block(n.body);
-            indent_--;
-            line("}");
-            break;
-        default:
-            throw InternalError("emit_cuda: a row-strip kernel has no " + to_string(std::make_shared<Node>(n), false));
-        }
-    }
-
-    const Kernel &k_;
-    std::map<std::string, int> reads_;
-    std::map<std::string, DType> packed_;  // strips kept as loaded, by their element type
-    std::ostringstream out_;
-    int indent_ = 1;
-};
-
 }  // namespace
 
 std::string emit_cuda(const Program &p) {
@@ -1073,7 +729,7 @@ std::string emit_cuda(const Program &p) {
     os << "// Generated by Neptune from a tile program; see tir::to_string for the program.\n"
        << "#include \"neptune/device/neptune_device.cuh\"\n\n"
        << "namespace nd = neptune::device;\n\n";
-    for (const Kernel &k : p.kernels) os << (k.strip_threads ? StripEmitter(k).emit() : Emitter(k).emit()) << "\n";
+    for (const Kernel &k : p.kernels) os << (k.strip_threads ? emit_strip_kernel(k) : Emitter(k).emit()) << "\n";
     return os.str();
 }
 

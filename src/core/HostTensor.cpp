@@ -136,8 +136,12 @@ std::vector<HostTensor> make_inputs(const OperatorInstance &inst, uint64_t seed,
             const int64_t h = d.shape[0];
             for (int64_t i = 0; i < h; i++) t.values[size_t(i)] = std::pow(2.0, -8.0 * double(i + 1) / double(h));
         } else if (n == "labels") {
+            // Every eighth row ignored (padding), as batches of sequences of different lengths have.
             const double classes = double(inst.seq);
-            fill_random(t, seed, id, [classes](BlockRandom &r, int64_t) { return std::floor(r.uniform() * classes); });
+            fill_random(t, seed, id, [classes](BlockRandom &r, int64_t i) {
+                const double label = std::floor(r.uniform() * classes);
+                return i % 8 == 5 ? double(kIgnoreIndex) : label;
+            });
         } else if (n == "gamma") {
             fill_random(t, seed, id, [](BlockRandom &r, int64_t) { return 1.0 + 0.1 * r.normal(); });
         } else if (n == "beta") {

@@ -77,6 +77,14 @@ public:
         if (outs_.empty()) fail("the group has no outputs");
     }
 
+    bool streams() {
+        recognise();
+        if (!online()) return false;
+        for (const Output &o : outs_)
+            if (o.per_element) return false;
+        return true;
+    }
+
     Program build(GpuArch arch, const RowChainShape &shape) {
         recognise();
         shape_ = shape;
@@ -87,15 +95,24 @@ public:
         k.strip_vector = shape.vector;
         k.min_blocks_per_sm = shape.min_blocks;
         k.int_params = {"rows", "cols"};
-        k.grid_x = (int_var("rows") + shape.rows_per_block - 1) / shape.rows_per_block;
-        k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
-                     {"valid_rows", int_var("rows") - int_var("row0")}};
+        if (shape.cluster > 1) {
+            // Block q of a row's cluster holds the row's q-th strip of columns.
+            k.cluster_x = Expr(shape.cluster);
+            k.grid_x = int_var("rows") * shape.cluster;
+            k.scalars = {{"row0", int_var("block_x") / shape.cluster},
+                         {kRank, int_var("block_x") % shape.cluster},
+                         {"valid_rows", int_var("rows") - int_var("row0")}};
+        } else {
+            k.grid_x = (int_var("rows") + shape.rows_per_block - 1) / shape.rows_per_block;
+            k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
+                         {"valid_rows", int_var("rows") - int_var("row0")}};
+        }
         k.tensors.push_back({x_, x_type_, false});
         for (auto &[name, t] : other_inputs_) k.tensors.push_back({name, t, false});
         k.values["x_t"] = strip();
         for (const Stage &s : stages_) k.values[s.name] = row_vec();
         Block &b = k.body;
-        if (!shape.chunked) b.push_back(load_x(Expr(0)));
+        if (!shape.chunked) b.push_back(load_x(false));
         if (shape.chunked && online())
             online_pass(k, b);
         else
@@ -124,7 +141,7 @@ private:
             const float id = s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
             b.push_back(make_fill(s.name, id));
             Block step;
-            if (shape.chunked) step.push_back(load_x(int_var("j")));
+            if (shape.chunked) step.push_back(load_x(true));
             std::string src = "x_t";
             Expr term = s.term;
             if (s.st->reducer == Reducer::Min) term = -term;
@@ -134,8 +151,7 @@ private:
                 step.push_back(with_role(bounded(make_map(src, bind(term, shape.chunked), "term of " + s.name), true),
                                          Role::Term));
             }
-            step.push_back(
-                with(make_reduce(s.name, s.op, src), [&](Node &n) { n.valid_cols = valid_cols(shape.chunked); }));
+            reduce_row(k, step, s.name, s.op, src);
             append(b, step, shape.chunked);
         }
     }
@@ -160,7 +176,7 @@ private:
             b.push_back(make_fill(s.name, s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
             carried.push_back(s.name);
         }
-        Block step = {load_x(int_var("j"))};
+        Block step = {load_x(true)};
         for (size_t i = 0; i < stages_.size(); i++) {
             const Stage &s = stages_[i];
             const FusedStage &st = *s.st;
@@ -203,7 +219,7 @@ private:
     // The per-element outputs and per-row outputs after the stages.
     void outputs(Kernel &k, Block &b, const RowChainShape &shape) {
         Block tiles;
-        if (shape.chunked) tiles.push_back(load_x(int_var("j")));
+        if (shape.chunked) tiles.push_back(load_x(true));
         for (const Output &o : outs_) {
             const std::string v = "o_" + o.tensor;
             if (o.per_element) {
@@ -217,7 +233,11 @@ private:
                 k.values[v] = row_vec();
                 b.push_back(with_role(bounded(make_row_map(v, bind(o.value, false), "output " + o.tensor), false),
                                       Role::Epilogue));
-                b.push_back(make_row_store(v, o.tensor, int_var("row0"), int_var("valid_rows")));
+                // A row's value once: from the first block of its cluster.
+                const Expr rows = shape.cluster > 1
+                                      ? Halide::select(int_var(kRank) == 0, int_var("valid_rows"), Expr(0))
+                                      : int_var("valid_rows");
+                b.push_back(make_row_store(v, o.tensor, int_var("row0"), rows));
             }
             k.tensors.push_back({o.tensor, o.dtype, true});
         }
@@ -225,6 +245,7 @@ private:
     }
 
     static constexpr const char *kX = "x_t";
+    static constexpr const char *kRank = "rank";  // the block's rank in its row's cluster
     struct Stage {
         const FusedStage *st;
         std::string name;
@@ -245,7 +266,7 @@ private:
 
     std::string unique(const std::string &n) {
         std::string r = n;
-        for (int k = 2; used_.count(r) || r == "x_t" || r == "row0" || r == "valid_rows"; k++)
+        for (int k = 2; used_.count(r) || r == "x_t" || r == "row0" || r == "valid_rows" || r == kRank; k++)
             r = n + std::to_string(k);
         used_.insert(r);
         return r;
@@ -256,14 +277,37 @@ private:
     }
     TileType row_vec() const { return {DType::F32, shape_.rows_per_block, 1, Scope::Register, Layout::StripRowVector}; }
 
-    // The first column of chunk j (0 on chip), and the valid columns of the strip.
-    Expr chunk0(bool chunked) const { return chunked ? int_var("j") * shape_.cols() : Expr(0); }
+    // The first column of the strip: chunk j's, the block's in its cluster, or 0; and its valid columns.
+    Expr chunk0(bool chunked) const {
+        if (chunked) return int_var("j") * shape_.cols();
+        return shape_.cluster > 1 ? int_var(kRank) * shape_.cols() : Expr(0);
+    }
     Expr valid_cols(bool chunked) const { return HI::simplify(int_var("cols") - chunk0(chunked)); }
 
-    Stmt load_x(const Expr &j) const {
-        const Expr c0 = j * shape_.cols();
-        return make_load("x_t", x_, HI::simplify(int_var("row0") * int_var("cols") + c0), int_var("cols"),
-                         int_var("valid_rows"), HI::simplify(int_var("cols") - c0));
+    Stmt load_x(bool chunked) const {
+        return make_load("x_t", x_, HI::simplify(int_var("row0") * int_var("cols") + chunk0(chunked)), int_var("cols"),
+                         int_var("valid_rows"), valid_cols(chunked));
+    }
+
+    // dst = op(dst, op over the row of src): over the strip, then (a row over a cluster) over the
+    // cluster's blocks, whose partial results a row vector of its own carries.
+    void reduce_row(Kernel &k, Block &step, const std::string &dst, ReduceOp op, const std::string &src) const {
+        const auto bounded_cols = [&](Node &n) { n.valid_cols = valid_cols(shape_.chunked); };
+        if (shape_.cluster == 1) {
+            step.push_back(with(make_reduce(dst, op, src), bounded_cols));
+            return;
+        }
+        const std::string part = dst + "_block";
+        k.values[part] = row_vec();
+        // Filled ahead of the term, which then stays inside the reduction (the emitter fuses a map
+        // into the statement right after it).
+        step.insert(step.begin(),
+                    make_fill(part, op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
+        step.push_back(with(make_reduce(part, op, src), bounded_cols));
+        step.push_back(make_cluster_reduce(part + "_all", op, part));
+        k.values[part + "_all"] = row_vec();
+        step.push_back(make_row_map(
+            dst, reducer_combine(op == ReduceOp::Max ? Reducer::Max : Reducer::Sum, fvar(dst), fvar(part + "_all"))));
     }
 
     // A map computing only the valid rows (and columns): gathers read no element past the tensors.
@@ -446,7 +490,28 @@ private:
 
 }  // namespace
 
-RowChainShape default_row_chain_shape(DType dtype, int64_t cols) {
+namespace {
+
+// A block per row (or per part of a row) holding `cols` columns in 16-byte vectors: the fewest
+// threads, a power of two of at least a warp (the row's reduction pairs threads by shuffles), with at
+// most `per_thread` elements each.
+void block_per_row(RowChainShape &s, int64_t cols, int per_thread) {
+    const int64_t vecs = (cols + s.vector - 1) / s.vector;
+    s.rows_per_block = 1;
+    s.vectors = per_thread / s.vector;
+    const int64_t need = (vecs + s.vectors - 1) / s.vectors;
+    s.threads_per_row = 32;
+    while (s.threads_per_row < need && s.threads_per_row < 1024) s.threads_per_row *= 2;
+    s.vectors = int((vecs + s.threads_per_row - 1) / s.threads_per_row);
+}
+
+}  // namespace
+
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols) {
+    return default_row_chain_shape(arch, dtype, cols, false);
+}
+
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, bool streams) {
     RowChainShape s;
     s.vector = 16 / dtype_bytes(dtype);
     const int per_thread = 32;  // f32 registers per thread for the strip: x stays on chip up to this
@@ -456,38 +521,47 @@ RowChainShape default_row_chain_shape(DType dtype, int64_t cols) {
         s.vectors = int(std::max<int64_t>(1, (cols + 32 * s.vector - 1) / (32 * s.vector)));
         return s;
     }
-    s.rows_per_block = 1;
+    // Rows of more than 16384 16-bit elements: 64 each over 512 threads (x stays packed as loaded, 32
+    // registers), so that an SM holds two rows rather than one 1024-thread block.
+    const bool packed = dtype_bytes(dtype) == 2;
+    const int64_t per_block = int64_t(512) * (packed ? 2 * per_thread : per_thread);
     if (cols > 0 && cols <= int64_t(1024) * per_thread) {
-        // The fewest threads that hold the row in 16-byte vectors, at most 32 elements each; rows of
-        // more than 16384 16-bit elements 64 each over 512 threads (x stays packed as loaded, 32
-        // registers), so that an SM holds two rows rather than one 1024-thread block.
-        const int64_t vecs = (cols + s.vector - 1) / s.vector;
-        const bool wide = dtype_bytes(dtype) == 2 && cols > int64_t(512) * per_thread;
-        s.vectors = (wide ? 2 * per_thread : per_thread) / s.vector;
+        const bool wide = packed && cols > int64_t(512) * per_thread;
+        block_per_row(s, cols, wide ? 2 * per_thread : per_thread);
         if (wide) s.min_blocks = 2;
-        // A power of two of at least a warp (the row's reduction pairs threads by shuffles).
-        const int64_t need = (vecs + s.vectors - 1) / s.vectors;
-        s.threads_per_row = 32;
-        while (s.threads_per_row < need && s.threads_per_row < 1024) s.threads_per_row *= 2;
-        s.vectors = int((vecs + s.threads_per_row - 1) / s.threads_per_row);
         return s;
     }
+    // Longer rows on sm_90a: a cluster of up to 8 such blocks per row, x still read once.
+    if (arch == GpuArch::Sm90a && !streams && cols > 0 && cols <= 8 * per_block) {
+        s.cluster = int((cols + per_block - 1) / per_block);
+        block_per_row(s, (cols + s.cluster - 1) / s.cluster, packed ? 2 * per_thread : per_thread);
+        s.min_blocks = packed ? 2 : 0;
+        return s;
+    }
+    s.rows_per_block = 1;
     s.threads_per_row = 512;
     s.vectors = per_thread / s.vector;
     s.chunked = true;
     return s;
 }
 
-RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads) {
+RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluster) {
     RowChainShape s;
     s.vector = 16 / dtype_bytes(dtype);
     s.threads_per_row = threads;
-    s.rows_per_block = threads == 32 ? 4 : 1;
+    s.cluster = std::max(1, cluster);
+    s.rows_per_block = threads == 32 && s.cluster == 1 ? 4 : 1;
     const int most = (dtype_bytes(dtype) == 2 ? 64 : 32) / s.vector;  // vectors per thread
-    const int64_t vecs = (std::max<int64_t>(cols, 1) + s.vector - 1) / s.vector;
+    const int64_t block_cols = (std::max<int64_t>(cols, 1) + s.cluster - 1) / s.cluster;
+    const int64_t vecs = (block_cols + s.vector - 1) / s.vector;
     s.vectors = int(std::min<int64_t>(most, (vecs + threads - 1) / threads));
     s.chunked = cols <= 0 || int64_t(s.vectors) * threads < vecs;
+    if (s.chunked) s.cluster = 1;  // a cluster holds the whole row or is not used
     return s;
+}
+
+bool row_chain_streams(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
+    return Builder(plan, outputs).streams();
 }
 
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {

@@ -19,18 +19,28 @@ struct RowChainShape {
     int vector = 8;  // consecutive columns per thread and load: 16 bytes of input
     int vectors = 4;  // vectors per thread and row strip: the strip holds threads * vector * vectors columns
     bool chunked = false;  // the row does not fit the strip: loop over column chunks
+    int cluster = 1;  // blocks per row (sm_90 clusters, up to 8): block q of a row holds its q-th cols() columns
     int min_blocks = 0;  // blocks per SM the register allocation must allow (0: no bound)
     int cols() const { return threads_per_row * vector * vectors; }
 };
 
 /** The shape Neptune picks for rows of `cols` elements of `dtype` (0: unknown, the chunked form that
- * takes any length). Rows that fit (up to 32 elements per thread) stay on chip and x is read once:
- * up to 256 16-byte columns per warp one warp per row, four rows per block; longer rows a block per
- * row, up to 1024 threads; longer still, the chunked form over 16384-column chunks. */
-RowChainShape default_row_chain_shape(DType dtype, int64_t cols);
-/** The shape with `threads` per row (a power of two from 32 to 1024): a warp per row takes four rows
- * per block; rows longer than 32 elements per thread (64 of 16 bits) loop over chunks. */
-RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads);
+ * takes any length). Rows that fit (up to 32 elements per thread, 64 of 16 bits in rows past 16384)
+ * stay on chip and x is read once: up to 256 16-byte columns per warp one warp per row, four rows per
+ * block; longer rows a block per row, up to 1024 threads; on sm_90a rows of up to eight such blocks a
+ * cluster of blocks per row; longer still, the chunked form over 16384-column chunks. */
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols);
+/** As above for a chain whose chunked form `streams` (reads x once: every output per row and every
+ * stage online, log-sum-exp's and cross-entropy's): long rows take that form, not a cluster, which
+ * pays synchronisation for no saved traffic. */
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, bool streams);
+/** The shape with `threads` per row (a power of two from 32 to 1024) and `cluster` blocks per row (1
+ * to 8; above 1, sm_90a): a warp per row takes four rows per block; rows longer than 32 elements per
+ * thread (64 of 16 bits) loop over chunks. */
+RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluster = 1);
+
+/** Whether the chunked form of the plan's row chain reads x once (see default_row_chain_shape). */
+bool row_chain_streams(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
 
 /** Why the plan is not a row chain, in words a user can act on; empty when it is. */
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);

@@ -152,7 +152,7 @@ void row_op(const OperatorInstance &in, const std::vector<HostTensor> &inputs, s
             find(outputs, "lse").values[size_t(r)] = lse;
         } else {
             const int64_t label = int64_t(find(inputs, "labels").values[size_t(r)]);
-            find(outputs, "loss").values[size_t(r)] = lse - x[label];
+            find(outputs, "loss").values[size_t(r)] = label == kIgnoreIndex ? 0.0 : lse - x[label];
         }
         return;
     }

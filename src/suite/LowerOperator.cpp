@@ -23,6 +23,13 @@ OperatorLowering lower_row_operator(const OperatorInstance &inst, const Lowering
                                std::to_string(t));
         lo.row_threads = t;
     }
+    if (const int b = c.row_cluster) {
+        if (b < 1 || b > 8 || (b > 1 && c.arch != GpuArch::Sm90a))
+            throw CompileError(spec.name +
+                               ": blocks per row must be 1 to 8, and above 1 only on sm_90a (clusters), not " +
+                               std::to_string(b) + " on " + arch_name(c.arch));
+        lo.row_cluster = b;
+    }
     const algorithms::OperatorFuncs funcs = algorithms::build(spec);
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, algorithms::FusionChoice{});
     OperatorLowering out;

@@ -23,6 +23,7 @@ struct LoweringChoices {
     GpuArch arch = GpuArch::Sm80;
     int warps = 0, block_n = 0;
     int row_threads = 0;  // row chains: threads per row, a power of two from 32 to 1024; 0: by the row length
+    int row_cluster = 0;  // row chains: blocks per row, 1 to 8 (above 1: a cluster, sm_90a); 0: by the row length
     int chunks = 4;  // decode: split-K chunks (a kernel parameter: the launcher may pass another)
     int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none
     int wgmma = -1;  // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync

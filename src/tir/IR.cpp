@@ -231,6 +231,14 @@ Stmt make_cluster_merge(Block body, const std::string &note) {
     return n;
 }
 
+Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, const std::string &src) {
+    auto n = node(NodeKind::ClusterReduce);
+    n->dst = dst;
+    n->op = op;
+    n->src = src;
+    return n;
+}
+
 Stmt make_cluster_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
                        Halide::Expr valid_rows, Halide::Expr valid_cols) {
     auto n = node(NodeKind::TileLoad);
@@ -297,6 +305,7 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
         reads.insert(n.b);
         break;
     case NodeKind::Convert:
+    case NodeKind::ClusterReduce:
         writes.insert(n.dst);
         reads.insert(n.src);
         break;

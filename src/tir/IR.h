@@ -166,7 +166,8 @@ struct ScalarDef {
     X(DotWait) /* until at most `pending` asynchronous dots are in flight */                         \
     X(WarpgroupTurn) /* compute warpgroups take turns issuing dots (FlashAttention-3's ping-pong) */ \
     X(LastArrival) /* the block that arrives last at a counter runs the body (split-K's combine) */  \
-    X(ClusterMerge) /* the cluster's blocks publish their shared tiles; rank 0 runs the body */
+    X(ClusterMerge) /* the cluster's blocks publish their shared tiles; rank 0 runs the body */      \
+    X(ClusterReduce) /* row vector := reduce_op over the cluster's blocks of a row vector */
 
 enum class NodeKind {
 #define NEPTUNE_NODE_KIND(name) name,
@@ -224,6 +225,9 @@ using Block = std::vector<Stmt>;
  *             tiles every block of the cluster wrote so far become readable by the whole cluster, the
  *             block of rank 0 (block_x % cluster_x) runs body, and no block of the cluster goes on
  *             before body is done (its shared memory stays while body reads it).
+ *  ClusterReduce at the kernel's top level, in a kernel with clusters: dst[r] = op over the cluster's
+ *             ranks q, in rank order, of src@q[r] (max treating -inf as its identity): every block of
+ *             the cluster gets the same value. How a row spread over a cluster's blocks is reduced.
  *  Cluster loads: a TileLoad or RowLoad with `rank` defined reads shared f32 tile `src` of the
  *             cluster's block `rank`, not a tensor: dst[r][c] = src@rank[row + r][c] for r < valid_rows,
  *             c < valid_cols, else 0 (RowLoad: dst[r] = src@rank[row + r][0], else `value`). Only inside
@@ -291,6 +295,8 @@ Stmt make_turn(TurnMode mode);
 Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::Expr arrivals, Block body,
                        const std::string &note = "");
 Stmt make_cluster_merge(Block body, const std::string &note = "");
+/** dst = op over the cluster's blocks of their row vector src (ClusterReduce). */
+Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, const std::string &src);
 /** Rows [row, row + valid_rows) of the shared f32 tile `src` of the cluster's block `rank` into `dst`
  * (a register tile; columns up to valid_cols), or with a row vector `dst` its first column (rows
  * beyond valid get `fill`). */

@@ -585,6 +585,21 @@ private:
         }
     }
 
+    // Every rank has run the statements before this one (clusters run top-level statement by statement).
+    void cluster_reduce(const Stmt &s) {
+        const bool max = s->op == ReduceOp::Max;
+        const int64_t cx = members_ ? int64_t(members_->size()) : 1;
+        std::vector<float> acc(values_.at(s->dst).data.size(), max ? -std::numeric_limits<float>::infinity() : 0.0f);
+        for (int64_t q = 0; q < cx; q++) {
+            const Value &src = cluster_value(s, s->src, q);
+            for (size_t r = 0; r < acc.size(); r++) {
+                const float x = src.data[r];
+                acc[r] = max ? (x > acc[r] ? x : acc[r]) : acc[r] + x;
+            }
+        }
+        values_.at(s->dst).data = acc;
+    }
+
     void dot(const Stmt &s) {
         Value &acc = values_.at(s->dst);
         const Value &a = values_.at(s->a), &b = values_.at(s->b);
@@ -634,6 +649,7 @@ private:
         case NodeKind::TileMap: map(s, true); break;
         case NodeKind::RowMap: map(s, false); break;
         case NodeKind::TileReduce: reduce(s); break;
+        case NodeKind::ClusterReduce: cluster_reduce(s); break;
         case NodeKind::TileDot: dot(s); break;
         case NodeKind::Convert: {
             Value &dst = values_.at(s->dst);

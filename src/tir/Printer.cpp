@@ -77,6 +77,8 @@ std::string head(const Node &n) {
     case NodeKind::LastArrival:
         return "if last of " + expr(n.value) + " arrivals at " + n.tensor + "[" + expr(n.base) + "] {";
     case NodeKind::ClusterMerge: return "cluster merge, run by rank 0 {";
+    case NodeKind::ClusterReduce:
+        return n.dst + " = cluster_" + (n.op == ReduceOp::Max ? "max(" : "sum(") + n.src + ")";
     case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }
     return "?";

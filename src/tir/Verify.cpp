@@ -475,6 +475,17 @@ private:
             in_merge_ = false;
             nested_--;
             break;
+        case NodeKind::ClusterReduce: {
+            if (!k_.cluster_x.defined()) fail(s, "a cluster reduction needs a kernel with clusters (cluster_x)");
+            if (nested_ > 0 || loop_)
+                fail(s, "a cluster reduction is a top-level statement: every block of the cluster reaches it");
+            const TileType &dst = value(s, s->dst), &src = value(s, s->src);
+            if (!is_row_vector(dst) || !is_row_vector(src) || dst.layout != src.layout || dst.rows != src.rows)
+                fail(s, "a cluster reduction combines a row vector into one of its layout, not " + src.str() + " -> " +
+                            dst.str());
+            if (s->dst == s->src) fail(s, "a cluster reduction writes another row vector than it reads");
+            break;
+        }
         case NodeKind::DotWait:
             if (s->pending < 0 || s->pending > 7) fail(s, "wgmma waits for 0 to 7 pending groups");
             for (const std::string &f : s->fenced) value(s, f);

@@ -1,8 +1,9 @@
 // Every row-wise operator (softmax, log-sum-exp, cross-entropy, LayerNorm, RMSNorm) compiled by
 // Neptune's row-chain pattern and run on the GPU, against the fp64 reference: rows of 1 and odd
-// lengths (unaligned rows: scalar edges), a warp per row, a block per row, the chunked form for
-// 131072 columns, f16 and bf16 inputs. Outputs are poisoned before each run, so an unwritten
-// element fails. Skips (77) without a GPU.
+// lengths (unaligned rows: scalar edges), a warp per row, a block per row, a cluster of blocks per
+// row on sm_90a (rows of 100003 to 262144 columns), the chunked form for 131072 columns on sm_80,
+// f16 and bf16 inputs, cross-entropy's ignored rows. Outputs are poisoned before each run, so an
+// unwritten element fails. Skips (77) without a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,7 +62,10 @@ TEST_CASE("gpu row chains: every row-wise operator at odd shapes matches the fp6
         {5, 4096, DType::BF16},
         {2, 32768},
         {3, 131072},
+        {2, 100003},
+        {2, 262144, DType::BF16},
         {2, 20000, DType::BF16},
+        {3, 131072, DType::F16, "sm_80"},
         {9, 1000, DType::F16, "sm_80"},
         {4, 2050, DType::BF16, "sm_80"},
     };

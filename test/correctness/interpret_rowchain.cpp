@@ -1,7 +1,9 @@
 // Every row-wise operator's row-chain program (softmax, log-sum-exp, cross-entropy, LayerNorm,
 // RMSNorm), executed by the tile-IR interpreter on the CPU, against the fp64 reference: rows of one
 // and odd lengths (the masked edges of strips), a row per warp and per block, the chunked form for
-// rows longer than a strip, fully masked (-inf) rows, maxima rising along the row, f16 and bf16.
+// rows longer than a strip, a cluster of blocks per row (each block a part of the row, the partial
+// reductions combined across the cluster), fully masked (-inf) rows, maxima rising along the row, f16
+// and bf16.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -28,6 +30,7 @@ struct Case {
     // A forced kernel shape (0 threads: the default for the length).
     int threads = 0, vectors = 1, rows_per_block = 1;
     bool chunked = false;
+    int cluster = 1;  // blocks per row (sm_90a clusters)
 };
 
 // The program of `inst`: lower_operator's, or the forced shape's straight from the builder.
@@ -41,8 +44,10 @@ internal::OperatorLowering lower(const OperatorInstance &inst, const Case &c) {
     s.vectors = c.vectors;
     s.rows_per_block = c.rows_per_block;
     s.chunked = c.chunked;
+    s.cluster = c.cluster;
     internal::OperatorLowering l;
-    l.program = internal::build_row_chain(groups.at(0).plan(), funcs.outputs, GpuArch::Sm80, s);
+    l.program = internal::build_row_chain(groups.at(0).plan(), funcs.outputs,
+                                          c.cluster > 1 ? GpuArch::Sm90a : GpuArch::Sm80, s);
     l.ints = {{"rows", c.rows}, {"cols", c.cols}};
     return l;
 }
@@ -52,7 +57,7 @@ void run(const OperatorSpec &op, const Case &c) {
     spec.dtype = c.dtype;
     const OperatorInstance inst = instantiate(spec, c.rows, c.cols);
     INFO(op.name << " " << c.rows << "x" << c.cols << " " << dtype_name(c.dtype) << " style " << int(c.style)
-                 << " threads " << c.threads << " chunked " << c.chunked);
+                 << " threads " << c.threads << " chunked " << c.chunked << " cluster " << c.cluster);
     internal::OperatorLowering l = lower(inst, c);
     REQUIRE(l.program.kernels.size() == 1);
     std::vector<HostTensor> in = make_inputs(inst, 7);
@@ -123,6 +128,27 @@ TEST_CASE("interpret row chains: the chunked form for rows longer than a strip")
         run(*find_operator(name), {2, 131072, Rows::Rising});
     }
     run(*find_operator("softmax"), {3, 700, Rows::Masked, DType::F16, 32, 1, 1, true});
+}
+
+TEST_CASE("interpret row chains: a cluster of blocks per row") {
+    for (const std::string &name : kOps) {
+        // Four blocks of 32 x 8 x 2 columns over rows of 1000 (the last block partial), of 300 (the
+        // last two blocks hold no column) and of 7; three blocks over 1500 columns in bf16.
+        run(*find_operator(name), {3, 1000, Rows::Rising, DType::F16, 32, 2, 1, false, 4});
+        run(*find_operator(name), {2, 300, Rows::Normal, DType::F16, 32, 2, 1, false, 4});
+        run(*find_operator(name), {2, 7, Rows::Normal, DType::F16, 32, 2, 1, false, 4});
+        run(*find_operator(name), {2, 1500, Rows::Rising, DType::BF16, 32, 2, 1, false, 3});
+    }
+    run(*find_operator("softmax"), {7, 1000, Rows::Masked, DType::F16, 32, 2, 1, false, 4});
+    run(*find_operator("logsumexp"), {7, 1000, Rows::Masked, DType::F16, 32, 2, 1, false, 4});
+    // What lower_operator picks on sm_90a for 131072 columns: four blocks of 32768.
+    const OperatorInstance inst = instantiate(*find_operator("rmsnorm"), 2, 131072);
+    internal::LoweringChoices choices;
+    choices.arch = GpuArch::Sm90a;
+    CHECK(internal::lower_operator(inst, choices).program.kernels.at(0).cluster_x.defined());
+    // Log-sum-exp reads x once in the chunked form too: no cluster.
+    const OperatorInstance lse = instantiate(*find_operator("logsumexp"), 2, 131072);
+    CHECK(!internal::lower_operator(lse, choices).program.kernels.at(0).cluster_x.defined());
 }
 
 TEST_CASE("interpret row chains: 1000 rows") {

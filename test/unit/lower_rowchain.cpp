@@ -85,24 +85,37 @@ TEST_CASE("roles: the attention program marks what later passes look up") {
 }
 
 TEST_CASE("row chains: kernel shapes by row length") {
-    const internal::RowChainShape warp = internal::default_row_chain_shape(DType::F16, 1000);
+    const internal::RowChainShape warp = internal::default_row_chain_shape(GpuArch::Sm80, DType::F16, 1000);
     CHECK(warp.threads_per_row == 32);
     CHECK(warp.rows_per_block == 4);
     CHECK(warp.vector == 8);
     CHECK(warp.cols() >= 1000);
     CHECK(!warp.chunked);
-    const internal::RowChainShape block = internal::default_row_chain_shape(DType::F16, 32768);
+    const internal::RowChainShape block = internal::default_row_chain_shape(GpuArch::Sm80, DType::F16, 32768);
     CHECK(block.threads_per_row == 512);  // 64 16-bit columns per thread, kept packed
     CHECK(block.rows_per_block == 1);
     CHECK(block.cols() == 32768);
-    CHECK(internal::default_row_chain_shape(DType::F16, 16384).threads_per_row == 512);  // 32 per thread
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm80, DType::F16, 16384).threads_per_row == 512);  // 32 per thread
     CHECK(!block.chunked);
-    const internal::RowChainShape f32 = internal::default_row_chain_shape(DType::F32, 4096);
+    const internal::RowChainShape f32 = internal::default_row_chain_shape(GpuArch::Sm80, DType::F32, 4096);
     CHECK(f32.vector == 4);
     CHECK(f32.cols() >= 4096);
     CHECK(f32.cols() / f32.threads_per_row <= 32);
-    CHECK(internal::default_row_chain_shape(DType::F16, 131072).chunked);
-    CHECK(internal::default_row_chain_shape(DType::BF16, 0).chunked);  // any length
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm80, DType::F16, 131072).chunked);
+    // On sm_90a rows up to eight blocks long are a cluster of blocks, x still read once.
+    const internal::RowChainShape cluster = internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 131072);
+    CHECK(!cluster.chunked);
+    CHECK(cluster.cluster == 4);
+    CHECK(cluster.cluster * cluster.cols() == 131072);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 100000).cluster == 4);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F32, 65536).cluster == 4);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 32768).cluster == 1);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 8 * 32768 + 1).chunked);
+    // A chain whose chunked form reads x once (outputs per row, stages online) streams instead.
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 131072, true).chunked);
+    CHECK(internal::row_chain_shape(DType::F16, 131072, 256, 8).cols() == 16384);
+    CHECK(!internal::row_chain_shape(DType::F16, 131072, 256, 8).chunked);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm80, DType::BF16, 0).chunked);  // any length
     // Forced threads per row (LoweringChoices::row_threads): 8 warps at 32768 f16 columns would hold 128 per
     // thread, more than 64: the chunked form; 32 warps hold the row on chip.
     CHECK(internal::row_chain_shape(DType::F16, 32768, 256).chunked);

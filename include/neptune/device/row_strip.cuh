@@ -138,6 +138,58 @@ NEPTUNE_DEVICE_INLINE void store_vector(E *__restrict__ dst, const float (&x)[V]
         if (c0 + e < valid_cols) dst[c0 + e] = element_from_float<E>(x[e]);
 }
 
+/** Whether `p` is 16-byte aligned: the fast path of a strip statement reads and writes whole vectors. */
+template <typename E>
+NEPTUNE_DEVICE_INLINE bool aligned16(const E *p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15) == 0;
+}
+
+/** The last column thread t holds of a strip of N vectors: all its columns are below `cols` when
+ * this one is. */
+template <int T, int N, int V>
+NEPTUNE_DEVICE_INLINE int strip_last_col(int t) {
+    return strip_col<T, V>(t, N - 1, V - 1);
+}
+
+/** V consecutive elements at `p` (16-byte aligned) as f32, by the widest loads: a 1-D tensor indexed
+ * by the column (LayerNorm's gamma and beta) read a vector at a time. */
+template <int V, typename E>
+NEPTUNE_DEVICE_INLINE void load_cols(float (&dst)[V], const E *__restrict__ p) {
+    constexpr int bytes = V * int(sizeof(E));
+    if constexpr (bytes % 16 == 0) {
+        constexpr int W = 16 / sizeof(E);
+#pragma unroll
+        for (int w = 0; w < V / W; ++w) {
+            vec16<E> r;
+            r.u = __ldg(reinterpret_cast<const uint4 *>(p) + w);
+#pragma unroll
+            for (int e = 0; e < W; ++e) dst[w * W + e] = element_to_float<E>(r.e[e]);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) dst[e] = element_to_float<E>(p[e]);
+    }
+}
+
+/** Stores one thread's vector of V values at columns [c0, c0 + V) of the 16-byte aligned row at
+ * `dst`, all in bounds, rounded to E: the fast path of store_vector. */
+template <int V, typename E>
+NEPTUNE_DEVICE_INLINE void store_whole_vector(E *__restrict__ dst, const float (&x)[V], int c0) {
+    constexpr int W = 16 / sizeof(E);
+    if constexpr (V % W == 0) {
+#pragma unroll
+        for (int w = 0; w < V; w += W) {
+            vec16<E> part;
+#pragma unroll
+            for (int e = 0; e < W; ++e) part.e[e] = element_from_float<E>(x[w + e]);
+            *reinterpret_cast<uint4 *>(dst + c0 + w) = part.u;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) dst[c0 + e] = element_from_float<E>(x[e]);
+    }
+}
+
 /** Stores columns [0, valid_cols) of the row at `dst` from a thread's values (store_vector). */
 template <int T, int N, int V, typename E>
 NEPTUNE_DEVICE_INLINE void store_strip(E *__restrict__ dst, const strip<N, V> &src, bool row_valid, int valid_cols,
