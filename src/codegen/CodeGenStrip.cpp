@@ -277,7 +277,8 @@ private:
         line("}");
     }
     void elements(int n_vectors, const std::string &body) {
-        elements(n_vectors, [] {}, body);
+        elements(
+            n_vectors, [] {}, body);
     }
 
     // The condition under which a bounded map computes an element.
@@ -422,7 +423,8 @@ private:
             for (const std::string &c : x.column_tensors) pointers.push_back(ident(c));
             line("if (" + fast_condition({map->valid_rows}, {n.valid_cols, map->valid_cols}, pointers, nv) + ") {");
             indent_++;
-            elements(nv, [&] { load_column_vectors(x); }, "p_ = nd::reduce_op(" + op + ", p_, " + print(x, true) + ");");
+            elements(
+                nv, [&] { load_column_vectors(x); }, "p_ = nd::reduce_op(" + op + ", p_, " + print(x, true) + ");");
             indent_--;
             line("} else {");
             indent_++;
@@ -460,7 +462,8 @@ private:
         for (const std::string &c : x.column_tensors) pointers.push_back(ident(c));
         line("if (" + fast_condition({n.valid_rows}, {n.valid_cols}, pointers, nv) + ") {");
         indent_++;
-        elements(nv, [&] { load_column_vectors(x); }, ident(n.dst) + ".v[i][e] = " + print(x, true) + ";");
+        elements(
+            nv, [&] { load_column_vectors(x); }, ident(n.dst) + ".v[i][e] = " + print(x, true) + ";");
         indent_--;
         line("} else {");
         indent_++;

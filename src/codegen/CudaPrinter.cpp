@@ -38,7 +38,6 @@ std::string float_literal(double v) {
     return s;
 }
 
-
 /** The per-row copy of a warp-rows row vector that a tile map reads (every lane, all 16 rows). */
 std::string row_copy(const std::string &n) { return ident(n) + "_by_row"; }
 
@@ -142,13 +141,11 @@ std::string ExprPrinter::variable(const std::string &n) const {
     auto it = k_.values.find(n);
     if (it != k_.values.end()) {
         const TileType &t = it->second;
-        if (t.layout == Layout::RowVector)
-            return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
+        if (t.layout == Layout::RowVector) return ident(n) + (ctx_ == Context::Tile ? ".v[mt][e >> 1]" : ".v[mt][hh]");
         // A warp-rows map reads row r of a row vector from the shuffled copy the map made (row_copy).
         if (t.layout == Layout::WarpRowVector) return ctx_ == Context::Tile ? row_copy(n) + "[r]" : ident(n) + ".v";
         if (t.layout == Layout::WarpRows) return ident(n) + ".v[r][q][e]";
-        if (t.layout == Layout::RowStrip)
-            return "nd::at(" + ident(n) + ", i, e)";  // a thread's vector i, element e
+        if (t.layout == Layout::RowStrip) return "nd::at(" + ident(n) + ", i, e)";  // a thread's vector i, element e
         if (t.layout == Layout::StripRowVector) return ident(n) + ".v";  // the thread's row
         return ident(n) + ".v[mt][nt][e]";
     }
