@@ -41,16 +41,26 @@ void require_cuda_target(const Halide::Target &target, const std::string &genera
                            " needs a CUDA target (e.g. ...-cuda-cuda_capability_86)");
 }
 
-Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
-                         ExternOptions options, const std::string &generator) {
-    if (backend == Backend::Host) return lower_to_cpu({output})[0];
+std::vector<Halide::Func> lower_fused(const std::vector<Halide::Func> &outputs, Backend backend,
+                                      const Halide::Target &target, ExternOptions options,
+                                      const std::string &generator) {
+    if (backend == Backend::Host) return lower_to_cpu(outputs);
     if (backend == Backend::Unfused)
         throw CompileError(generator +
                            ": backend=unfused (the plain algorithm on Halide's CUDA backend) is offered by "
                            "the attention generators; use gpu or host here");
+    if (backend == Backend::HalideCuda)
+        throw CompileError(generator +
+                           ": backend=halide_cuda (the fused CPU form on Halide's CUDA backend) is offered by the "
+                           "row-wise generators; use gpu, unfused or host here");
     require_cuda_target(target, generator);
     options.user_context = target.has_feature(Halide::Target::UserContext);
-    return extern_stages({output}, options)[0];
+    return extern_stages(outputs, options);
+}
+
+Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
+                         ExternOptions options, const std::string &generator) {
+    return lower_fused(std::vector<Halide::Func>{output}, backend, target, std::move(options), generator)[0];
 }
 
 void schedule_host(const Halide::Func &output) {

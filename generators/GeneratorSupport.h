@@ -4,11 +4,12 @@
  * What Neptune's generators share: the element-type and backend parameters, inputs and outputs
  * declared from an operator's tensors (neptune/Operators.h), and the ways an operator is compiled
  * into the library:
- *   gpu      attention: Neptune's kernels as an extern stage (neptune/GpuPipeline.h);
- *            other families: the fused CPU form scheduled for Halide's CUDA backend;
- *   host     the fused CPU form for the host (checkable on any machine);
- *   unfused  attention: the plain algorithm, no directive, on Halide's CUDA backend (every reduction
- *            its own kernels, the scores materialised): the "no fusion" ablation of the benchmark.
+ *   gpu          Neptune's kernels as extern stages (neptune/GpuPipeline.h);
+ *   host         the fused CPU form for the host (checkable on any machine);
+ *   unfused      attention: the plain algorithm, no directive, on Halide's CUDA backend (every
+ *                reduction its own kernels, the scores materialised): the "no fusion" ablation;
+ *   halide_cuda  row-wise families: the fused CPU form on Halide's CUDA backend, one thread per row:
+ *                the ablation of Neptune's kernels (and Performer's GPU form, which they do not lower).
  * No I/O, references or benchmarks here (docs/design/style.md, generators and apps). */
 #include <string>
 #include <vector>
@@ -20,11 +21,13 @@
 
 namespace neptune::generators {
 
-enum class Backend { Gpu, Host, Unfused };
+enum class Backend { Gpu, Host, Unfused, HalideCuda };
 
 inline const std::map<std::string, Backend> &backend_names() {
-    static const std::map<std::string, Backend> m = {
-        {"gpu", Backend::Gpu}, {"host", Backend::Host}, {"unfused", Backend::Unfused}};
+    static const std::map<std::string, Backend> m = {{"gpu", Backend::Gpu},
+                                                     {"host", Backend::Host},
+                                                     {"unfused", Backend::Unfused},
+                                                     {"halide_cuda", Backend::HalideCuda}};
     return m;
 }
 
@@ -57,17 +60,24 @@ public:
 protected:
     /** Throws CompileError unless the target can run this backend (gpu or unfused: CUDA). */
     void require_cuda() {
-        require_cuda_target(this->get_target(), this->name(), backend == Backend::Unfused ? "unfused" : "gpu");
+        require_cuda_target(this->get_target(), this->name(),
+                            backend == Backend::Unfused      ? "unfused"
+                            : backend == Backend::HalideCuda ? "halide_cuda"
+                                                             : "gpu");
     }
     Signature sig_;
 };
 
-/** `output`, which reads a fused group (fuse_reduction applied), compiled for `backend`: host, the
- * group's fused CPU form (lower_to_cpu; schedule it with schedule_host); gpu, Neptune's kernels as
- * an extern stage of the pipeline (extern_stages with `options`, its user_context from the target).
+/** `outputs`, which read a fused group (fuse_reduction applied), compiled for `backend`: host, the
+ * group's fused CPU form (lower_to_cpu; schedule them with schedule_host); gpu, Neptune's kernels as
+ * extern stages of the pipeline (one kernel writing every output) (extern_stages with `options`, its user_context from the target).
  * Throws CompileError naming `generator` for gpu without a CUDA target, and for unfused (which
  * only the attention generators offer: they skip the directive). Call it from generate():
  * the stage replaces the output Func, which Halide allows only while outputs are being defined. */
+std::vector<Halide::Func> lower_fused(const std::vector<Halide::Func> &outputs, Backend backend,
+                                      const Halide::Target &target, ExternOptions options,
+                                      const std::string &generator);
+/** The same for a group with one output. */
 Halide::Func lower_fused(const Halide::Func &output, Backend backend, const Halide::Target &target,
                          ExternOptions options, const std::string &generator);
 

@@ -1,11 +1,12 @@
 #ifndef NEPTUNE_GENERATORS_ROWWISE_GENERATOR_H
 #define NEPTUNE_GENERATORS_ROWWISE_GENERATOR_H
 /** \file
- * The generator of a family whose fused groups the tile backend does not lower (softmax, log-sum-exp
- * and cross-entropy, LayerNorm and RMSNorm, Performer): generate() defines the plain algorithm;
- * schedule() applies the family's Neptune schedule (fuse_reduction with the rolling or split-K
- * update), rewrites the groups into their fused CPU form (lower_to_cpu, in place, as schedules do),
- * and schedules that form for Halide's CUDA backend (backend=gpu) or the host (backend=host).
+ * The generator of a row-wise family (softmax, log-sum-exp and cross-entropy, LayerNorm and RMSNorm,
+ * Performer): generate() defines the plain algorithm and applies the family's Neptune schedule
+ * (fuse_reduction with the rolling or split-K update). backend=gpu: the fused group becomes an extern
+ * stage running Neptune's row-chain kernels (every output of the group written by one kernel);
+ * backend=halide_cuda: the group's fused CPU form (lower_to_cpu) scheduled on Halide's CUDA backend,
+ * one thread per row, the benchmark's ablation baseline; backend=host: that form on the host.
  * A family G supplies `OperatorSpec spec()` from its own parameters. */
 #include "GeneratorSupport.h"
 #include "neptune/Directives.h"
@@ -34,15 +35,25 @@ public:
         const Signature &sig = this->sig_;
         funcs_ =
             algorithms::build_from(spec_, input_funcs(sig), [&](size_t i, int d) { return input_extent(sig, i, d); });
-        for (size_t o = 0; o < funcs_.outputs.size(); o++) *sig.outputs[o] = funcs_.outputs[o];
+        std::vector<Halide::Func> outputs = funcs_.outputs;
+        if (backend == Backend::Gpu) {
+            // The extern stages replace the outputs, which Halide allows only while they are defined.
+            this->require_cuda();
+            algorithms::fuse_operator(spec_, funcs_, choice());
+            ExternOptions o;
+            o.user_context = this->get_target().has_feature(Halide::Target::UserContext);
+            outputs = extern_stages(funcs_.outputs, o);
+        }
+        for (size_t o = 0; o < outputs.size(); o++) *sig.outputs[o] = outputs[o];
     }
 
     void schedule() {
-        algorithms::FusionChoice choice;
-        choice.variant = chunks > 0 ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
-        choice.tile = tile;
-        choice.chunks = std::max(int(chunks), 1);
-        algorithms::fuse_operator(spec_, funcs_, choice);
+        if (backend == Backend::Gpu) return;  // the extern stages are scheduled already
+        if (backend == Backend::Unfused)
+            throw CompileError(this->name() +
+                               ": backend=unfused is offered by the attention generators; the row-wise ones offer "
+                               "gpu, halide_cuda and host");
+        algorithms::fuse_operator(spec_, funcs_, choice());
         const std::vector<Halide::Func> fused = lower_to_cpu(funcs_.outputs);
         for (size_t o = 0; o < fused.size(); o++) {
             if (fused[o].name() != funcs_.outputs[o].name())
@@ -68,6 +79,13 @@ protected:
 
 private:
     G &self() { return *static_cast<G *>(this); }
+    algorithms::FusionChoice choice() const {
+        algorithms::FusionChoice c;
+        c.variant = chunks > 0 ? algorithms::FusionVariant::SplitK : algorithms::FusionVariant::Rolling;
+        c.tile = tile;
+        c.chunks = std::max(int(chunks), 1);
+        return c;
+    }
     OperatorSpec spec_;
     algorithms::OperatorFuncs funcs_;
 };

@@ -48,6 +48,9 @@ public:
     GeneratorParam<int> warps{"warps", 0};
     GeneratorParam<int> stages{"stages", 0};
     GeneratorParam<int> min_blocks{"min_blocks", -1};
+    /** true: the library also returns each query row's log-sum-exp, entropy and largest probability
+     * (lse, entropy, max_prob [B, Hq, Sq], f32), written by the same kernels as out. */
+    GeneratorParam<bool> row_stats{"row_stats", false};
 
     void configure() { sig_ = declare_signature(*this, spec()); }
 
@@ -56,6 +59,7 @@ public:
         s.name = this->name();
         s.family = Family::Attention;
         s.dtype = element_type(dtype, this->name());
+        s.with_row_stats = row_stats;
         AttentionSpec &a = s.attention;
         a.decode = G::decode;
         a.mask = mask;
@@ -84,8 +88,8 @@ public:
             // The ablation: no directive, so row_sum and acc wait for the final row_max and every
             // reduction is a kernel of its own (schedule_output).
             this->require_cuda();
-            output_ = f.outputs[0];
-            *sig_.outputs[0] = output_;
+            outputs_ = f.outputs;
+            for (size_t o = 0; o < outputs_.size(); o++) *sig_.outputs[o] = outputs_[o];
             require_shapes(s);
             return;
         }
@@ -103,8 +107,8 @@ public:
         o.stages = stages;
         o.min_blocks = min_blocks;
         o.chunks = chunks;
-        output_ = lower_fused(f.outputs[0], backend, this->get_target(), o, this->name());
-        *sig_.outputs[0] = output_;
+        outputs_ = lower_fused(f.outputs, backend, this->get_target(), o, this->name());
+        for (size_t k = 0; k < outputs_.size(); k++) *sig_.outputs[k] = outputs_[k];
         require_shapes(s);
     }
 
@@ -116,12 +120,14 @@ public:
     }
 
     void schedule_output() {
-        if (backend == Backend::Host) schedule_host(output_);
-        if (backend == Backend::Unfused) schedule_cuda(output_);
+        for (const Halide::Func &o : outputs_) {
+            if (backend == Backend::Host) schedule_host(o);
+            if (backend == Backend::Unfused) schedule_cuda(o);
+        }
     }
 
 protected:
-    Halide::Func output_;
+    std::vector<Halide::Func> outputs_;
 };
 
 class PrefillAttention : public AttentionGenerator<PrefillAttention> {

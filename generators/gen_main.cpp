@@ -44,18 +44,26 @@ int write_side_outputs(const std::string &dir, const std::string &base) {
                                 {"sets", nlohmann::json::array()}};
         for (size_t k = 0; k < s.sets.size(); k++) {
             const neptune::ExternStageInfo::KernelSet &set = s.sets[k];
-            // Split-K stages carry a set per tuning: its keys per tile and stages name it.
+            // Split-K stages carry a set per tuning: its keys per tile and stages name it. A row
+            // chain's ladder shares one image (and source, log) among its sets: the kernel names them.
+            const nlohmann::json &sd = descriptor.at("sets").at(k);
+            const int holder = sd.at("image_of").get<int>();
             const std::string stem =
                 base + "." + s.name + "." + set.arch +
                 (set.stages ? "." + std::to_string(set.tile_keys) + "x" + std::to_string(set.stages) : "");
-            ok = write(dir + "/" + stem + ".fatbin", set.image) && ok;
-            ok = write(dir + "/" + stem + ".cu", set.cuda) && ok;
-            ok = write(dir + "/" + stem + ".tir", set.tile_program) && ok;
-            ok = write(dir + "/" + stem + ".log", set.compile_log) && ok;
+            const std::string kernel0 = sd.at("kernels").at(0).at("name");
+            const bool ladder = holder >= 0 || !sd.at("when").get<std::string>().empty();
+            if (!set.cuda.empty()) {
+                ok = write(dir + "/" + stem + ".fatbin", set.image) && ok;
+                ok = write(dir + "/" + stem + ".cu", set.cuda) && ok;
+                ok = write(dir + "/" + stem + ".log", set.compile_log) && ok;
+            }
+            ok = write(dir + "/" + stem + (ladder ? "." + kernel0 : "") + ".tir", set.tile_program) && ok;
+            const std::string &log = holder >= 0 ? s.sets.at(size_t(holder)).compile_log : set.compile_log;
             nlohmann::json kernels = nlohmann::json::array();
-            for (const nlohmann::json &kd : descriptor.at("sets").at(k).at("kernels")) {
+            for (const nlohmann::json &kd : sd.at("kernels")) {
                 const std::string name = kd.at("name");
-                const neptune::internal::ResourceUsage u = neptune::internal::parse_ptxas_report(set.compile_log, name);
+                const neptune::internal::ResourceUsage u = neptune::internal::parse_ptxas_report(log, name);
                 kernels.push_back({{"name", name},
                                    {"threads", kd.at("threads")},
                                    {"dynamic_shared_bytes", kd.at("shared_bytes")},

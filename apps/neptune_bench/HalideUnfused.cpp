@@ -2,8 +2,7 @@
 //  halide_unfused  each attention operator's plain Halide algorithm, no directive (every reduction its
 //                  own kernels, the f32 scores materialised): the <op>_unfused libraries;
 //  halide_cuda     the row-wise operators' fused CPU form (lower_to_cpu) scheduled for Halide's CUDA
-//                  backend, one thread per row: the softmax, logsumexp, cross_entropy, layernorm and
-//                  rmsnorm libraries.
+//                  backend, one thread per row: the <op>_halide_cuda libraries.
 // The benchmark calls them on Halide buffers that wrap its device memory, in Neptune's CUDA context
 // (NeptuneHalide.h), on the default stream its CUDA events time.
 #include <HalideBuffer.h>
@@ -14,12 +13,12 @@
 #include <string>
 
 #include "Native.h"
-#include "cross_entropy.h"
+#include "cross_entropy_halide_cuda.h"
 #include "decode_alibi_unfused.h"
 #include "decode_causal_unfused.h"
 #include "decode_softcap_unfused.h"
-#include "layernorm.h"
-#include "logsumexp.h"
+#include "layernorm_halide_cuda.h"
+#include "logsumexp_halide_cuda.h"
 #include "neptune/runtime/HalideBuffers.h"
 #include "neptune/runtime/NeptuneRuntime.h"
 #include "prefill_alibi_unfused.h"
@@ -27,8 +26,8 @@
 #include "prefill_global_unfused.h"
 #include "prefill_softcap_unfused.h"
 #include "prefill_windowed_unfused.h"
-#include "rmsnorm.h"
-#include "softmax.h"
+#include "rmsnorm_halide_cuda.h"
+#include "softmax_halide_cuda.h"
 
 namespace neptune::bench {
 
@@ -57,11 +56,11 @@ const Library *library_for(const std::string &baseline, const std::string &op) {
         {"halide_unfused", "decode_gqa", decode_causal_unfused_argv, decode_causal_unfused_metadata},
         {"halide_unfused", "decode_alibi", decode_alibi_unfused_argv, decode_alibi_unfused_metadata},
         {"halide_unfused", "decode_softcap", decode_softcap_unfused_argv, decode_softcap_unfused_metadata},
-        {"halide_cuda", "softmax", softmax_argv, softmax_metadata},
-        {"halide_cuda", "logsumexp", logsumexp_argv, logsumexp_metadata},
-        {"halide_cuda", "cross_entropy", cross_entropy_argv, cross_entropy_metadata},
-        {"halide_cuda", "layernorm", layernorm_argv, layernorm_metadata},
-        {"halide_cuda", "rmsnorm", rmsnorm_argv, rmsnorm_metadata},
+        {"halide_cuda", "softmax", softmax_halide_cuda_argv, softmax_halide_cuda_metadata},
+        {"halide_cuda", "logsumexp", logsumexp_halide_cuda_argv, logsumexp_halide_cuda_metadata},
+        {"halide_cuda", "cross_entropy", cross_entropy_halide_cuda_argv, cross_entropy_halide_cuda_metadata},
+        {"halide_cuda", "layernorm", layernorm_halide_cuda_argv, layernorm_halide_cuda_metadata},
+        {"halide_cuda", "rmsnorm", rmsnorm_halide_cuda_argv, rmsnorm_halide_cuda_metadata},
     };
     for (const Library &l : libs)
         if (baseline == l.baseline && op == l.op) return &l;

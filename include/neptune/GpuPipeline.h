@@ -25,9 +25,15 @@
  * (halide_cuda_device_interface), where they stay attached to their buffers. A Host stage would put
  * every output on the host: a round trip per call for the usual all-GPU pipeline.
  *
- * Which groups get Neptune's kernels: attention-shaped groups (the tile backend's scope, see
- * lower/Lower.h). Other groups raise CompileError here; run them through lower_to_cpu() and
- * Halide's own schedules instead (generators/README.md). */
+ * Which groups get Neptune's kernels: those a pattern of the tile backend lowers (attention; row
+ * chains: softmax, log-sum-exp, cross-entropy, LayerNorm, RMSNorm and chains of their shape). Other
+ * groups raise CompileError here with each pattern's reason; run them through lower_to_cpu() and
+ * Halide's own schedules instead (generators/README.md).
+ *
+ * Several outputs of one group (softmax's y and its log-sum-exp) are written by one kernel: pass
+ * them together, compile_gpu({y, lse}); each becomes a Func of its own (the first of the highest
+ * rank is the group's stage, the others copy their values from it, a few bytes per row). Attention
+ * gives one output for now. */
 #include <map>
 #include <memory>
 #include <string>
@@ -79,8 +85,8 @@ struct ExternStageInfo {
         int tile_keys = 0, stages = 0;  // split-K: the tuning of this set (keys per tile, stages); else 0
         bool cluster = false;  // split-K: its groups merge in thread block clusters (sm_90a)
         std::string tile_program;  // tir::to_string
-        std::string cuda;  // the emitted CUDA C++
-        std::string image;  // the fatbin, cubin or PTX the stage loads
+        std::string cuda;  // the emitted CUDA C++ (empty where an earlier set's source holds the kernels)
+        std::string image;  // the fatbin, cubin or PTX the stage loads (empty likewise)
         std::string compile_log;  // nvcc's (with ptxas -v) or NVRTC's messages
     };
     std::vector<KernelSet> sets;

@@ -167,9 +167,10 @@ void add_softmax_family(const OperatorSpec &spec, const std::vector<Func> &input
             Func labels = inputs[1];
             const Expr cols = extent(0, 0);
             // An out-of-range label is a run-time error, never a clamped, silently wrong loss. The
-            // check is a stage of its own: inlined on the host; a GPU schedule computes it on the
-            // host too (a CUDA kernel cannot report an error message). A row labelled
-            // kIgnoreIndex (PyTorch's ignore_index, -100) is padding: its loss is 0.
+            // check is a stage of its own: inlined on the host; Halide's CUDA schedule computes it
+            // on the host too (a CUDA kernel cannot report an error message), and Neptune's kernels
+            // give the row a NaN loss. A row labelled kIgnoreIndex (PyTorch's ignore_index, -100)
+            // is padding: its loss is 0.
             Func label("label");
             label(r) = Halide::require(
                 (labels(r) >= 0 && labels(r) < cols) || labels(r) == kIgnoreIndex, labels(r),

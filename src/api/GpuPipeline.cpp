@@ -1,10 +1,13 @@
 #include "neptune/GpuPipeline.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 
 #include "api/FusedGroups.h"
 #include "extern/BuildExternStage.h"
+#include "extern/StageParts.h"
+#include "lower/Lower.h"
 #include "interop/ExternEntry.h"
 #include "neptune/Error.h"
 #include "neptune/HalideCpu.h"
@@ -68,6 +71,14 @@ Halide::JITExtern jit_extern(int num_buffers) {
                                                      Halide::ExternSignature(Halide::Int(32), false, args)));
 }
 
+// A user's LoopLevel may only be inspected locked, and locking it would freeze it: inspect a copy.
+bool inlined_pure(const HI::Function &f) {
+    if (f.has_update_definition() || f.has_extern_definition()) return false;
+    Halide::LoopLevel l = Halide::LoopLevel::inlined();
+    l.set(f.schedule().compute_level());
+    return l.lock().is_inlined();
+}
+
 }  // namespace
 
 std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs, const ExternOptions &given) {
@@ -106,28 +117,62 @@ std::vector<Halide::Func> extern_stages(const std::vector<Halide::Func> &outputs
                 }
             }
         }
+        // A reader left inline (log-sum-exp under cross-entropy's loss, LayerNorm's normalised row)
+        // may be part of the group, as the pure Funcs between the stages and the output are: its own
+        // readers then stand for it, up to the outputs or a Func scheduled on its own. Taken where the
+        // tile backend lowers the group so (attention's out stays the output under a Halide stage).
+        std::vector<Halide::Func> absorbed = readers;
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (size_t i = 0; i < absorbed.size(); i++) {
+                const Halide::Func r = absorbed[i];
+                const bool named = std::any_of(outputs.begin(), outputs.end(),
+                                               [&](const Halide::Func &o) { return o.name() == r.name(); });
+                if (named || !inlined_pure(r.function())) continue;
+                absorbed.erase(absorbed.begin() + long(i));
+                for (auto &[name, fn] : env) {
+                    const bool reads = HI::find_direct_calls(fn).count(r.name()) > 0;
+                    const bool known = std::any_of(absorbed.begin(), absorbed.end(),
+                                                   [&](const Halide::Func &x) { return x.name() == name; });
+                    if (reads && !known && !inside.count(name)) absorbed.push_back(Halide::Func(fn));
+                }
+                changed = true;
+                break;
+            }
+        }
+        const auto names = [](const std::vector<Halide::Func> &fs) {
+            std::set<std::string> n;
+            for (const Halide::Func &f : fs) n.insert(f.name());
+            return n;
+        };
+        if (!absorbed.empty() && names(absorbed) != names(readers) &&
+            internal::lowering_refusal(g.plan, absorbed).empty())
+            readers = absorbed;
         if (readers.empty())
             throw CompileError(g.plan.directive +
                                ": extern_stages needs the Func that reads the group's stages (its "
                                "epilogue, e.g. attention's out) among the outputs or the Funcs they read");
-        if (readers.size() > 1) {
-            // A shape the tile backend does not lower is the first reason (the group cannot be cut out
-            // at one output to ask its isolated plan, so the plan is asked as it stands).
-            internal::refuse_unlowerable(g.plan, readers, g.plan.directive);
-            throw CompileError(g.plan.directive + ": the group's stages are read by " + readers[0].name() + " and " +
-                               readers[1].name() + "; an extern stage has one output");
+        // Readers in the order of `outputs` first (the order the user named them), then the rest.
+        std::vector<Halide::Func> ordered;
+        for (const Halide::Func &o : outputs)
+            for (const Halide::Func &r : readers)
+                if (r.name() == o.name()) ordered.push_back(r);
+        for (const Halide::Func &r : readers)
+            if (std::none_of(ordered.begin(), ordered.end(),
+                             [&](const Halide::Func &o) { return o.name() == r.name(); }))
+                ordered.push_back(r);
+        internal::BuiltStages b = internal::build_extern_stages(g, ordered, options);
+        for (size_t i = 0; i < ordered.size(); i++) {
+            for (auto &[n, fn] : env) {
+                if (n == ordered[i].name()) continue;
+                HI::Function f = fn;
+                f.substitute_calls(ordered[i].function(), b.funcs[i].function());
+            }
+            for (Halide::Func &r : result)
+                if (r.name() == ordered[i].name()) r = b.funcs[i];
         }
-        const Halide::Func *out = &readers[0];
-        internal::BuiltExternStage b = internal::build_extern_stage(g, *out, options);
-        for (auto &[n, fn] : env) {
-            if (n == out->name()) continue;
-            HI::Function f = fn;
-            f.substitute_calls(out->function(), b.func.function());
-        }
-        for (Halide::Func &r : result)
-            if (r.name() == out->name()) r = b.func;
         std::lock_guard<std::mutex> hold(built_lock);
-        built().push_back(b.info);
+        for (const ExternStageInfo &i : b.infos) built().push_back(i);
     }
     return result;
 }
@@ -199,6 +244,7 @@ std::string GpuPipeline::ptx() const {
     std::string s;
     for (const ExternStageInfo &st : stages_)
         for (const ExternStageInfo::KernelSet &k : st.sets) {
+            if (k.cuda.empty()) continue;  // its kernels are in an earlier set's source (a row chain's ladder)
             internal::NvrtcOptions no;
             no.arch = k.arch;
             no.headers = internal::device_headers();
@@ -211,7 +257,8 @@ std::string GpuPipeline::ptxas_report() const {
     std::string s;
     for (const ExternStageInfo &st : stages_)
         for (const ExternStageInfo::KernelSet &k : st.sets)
-            s += internal::nvcc_fatbin(k.cuda, st.name + "_" + k.arch, {k.arch}, internal::device_headers()).log;
+            if (!k.cuda.empty())
+                s += internal::nvcc_fatbin(k.cuda, st.name + "_" + k.arch, {k.arch}, internal::device_headers()).log;
     return s;
 }
 

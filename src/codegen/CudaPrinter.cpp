@@ -31,6 +31,7 @@ const char *elem_type(DType t) {
 
 std::string float_literal(double v) {
     if (std::isinf(v)) return v < 0 ? "nd::neg_inf()" : "(-nd::neg_inf())";
+    if (std::isnan(v)) return "__int_as_float(0x7fffffff)";
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9gf", v);
     std::string s = buf;

@@ -179,16 +179,20 @@ private:
     }
 };
 
-IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output,
+IsolatedGroup isolate_group(const FusedGroup &g, const std::vector<Halide::Func> &outputs,
                             const std::map<std::string, Halide::Expr> &extents) {
     std::set<std::string> stages;
     for (const FusedStage &s : g.plan.stages) stages.insert(s.name);
     CollectInputs collect(stages, g.plan.directive);
-    collect.walk(output.function());
-
-    std::map<std::string, HI::Function> env = HI::find_transitive_calls(output.function());
-    env.emplace(output.name(), output.function());
-    auto [outs, copies] = HI::deep_copy({output.function()}, env);
+    std::map<std::string, HI::Function> env;
+    std::vector<HI::Function> output_functions;
+    for (const Halide::Func &output : outputs) {
+        collect.walk(output.function());
+        for (auto &[n, fn] : HI::find_transitive_calls(output.function())) env.emplace(n, fn);
+        env.emplace(output.name(), output.function());
+        output_functions.push_back(output.function());
+    }
+    auto [outs, copies] = HI::deep_copy(output_functions, env);
     // A source buffer the group also reads directly keeps its own extents.
     for (auto &[name, in] : collect.inputs)
         if (!in.is_func)
@@ -222,7 +226,7 @@ IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output,
     }
 
     IsolatedGroup iso;
-    iso.output = Halide::Func(outs[0]);
+    for (const HI::Function &o : outs) iso.outputs.push_back(Halide::Func(o));
     iso.inputs = collect.inputs;
     iso.group.request = g.request;
     auto copy_of = [&](const Halide::Func &f) {

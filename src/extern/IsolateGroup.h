@@ -4,7 +4,7 @@
  * A fused group cut out of its pipeline: what it reads from the rest of the pipeline becomes input
  * buffers, so the tile lowering sees the group alone, as it sees an operator of the suite.
  *
- * The group is everything between its output and its inputs: the chain's stages and every Func
+ * The group is everything between its outputs and its inputs: the chain's stages and every Func
  * they read that is left inline. Its inputs are the buffers it reads (image parameters, generator
  * inputs, constant Buffers; a Func that only wraps one counts as the buffer) and the Funcs it reads
  * that are scheduled on their own (compute_root or compute_at, GPU loops, extern definitions):
@@ -35,7 +35,7 @@ struct GroupInput {
 };
 
 struct IsolatedGroup {
-    Halide::Func output;  // the copy of the group's output
+    std::vector<Halide::Func> outputs;  // the copies of the group's outputs, in the order given
     FusedGroup group;  // the directive and its plan, over the copies
     std::map<std::string, GroupInput> inputs;  // by tensor name
 };
@@ -44,7 +44,7 @@ struct IsolatedGroup {
  * where one is a buffer's extent (q.extent.2), the copy reads the parameter (q_heads) instead.
  * Throws CompileError naming the group for Tuple-valued Func inputs, and for extents of buffers the
  * group does not read that no such expression names. */
-IsolatedGroup isolate_group(const FusedGroup &g, const Halide::Func &output,
+IsolatedGroup isolate_group(const FusedGroup &g, const std::vector<Halide::Func> &outputs,
                             const std::map<std::string, Halide::Expr> &extents = {});
 
 }  // namespace neptune::internal

@@ -206,9 +206,15 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-4"}, {"name", d.name},     {"jit", d.jit},
-              {"scalars", d.scalars},         {"chunks", d.chunks}, {"split_blocks", d.split_blocks},
-              {"split_keys", d.split_keys}};
+    json j = {{"format", "neptune-extern-5"},
+              {"name", d.name},
+              {"jit", d.jit},
+              {"scalars", d.scalars},
+              {"chunks", d.chunks},
+              {"split_blocks", d.split_blocks},
+              {"split_keys", d.split_keys},
+              {"copy_of_group", d.copy_of_group},
+              {"copy_of_workspace", d.copy_of_workspace}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
         j["buffers"].push_back(
@@ -217,8 +223,9 @@ json to_json(const GroupDescriptor &d, bool with_images) {
     for (const Constraint &c : d.constraints) j["constraints"].push_back({{"expr", c.expr}, {"message", c.message}});
     j["sets"] = json::array();
     for (const KernelSet &s : d.sets) {
-        json js = {{"arch", s.arch},           {"codes", s.codes},   {"min_cc", s.min_cc},  {"max_cc", s.max_cc},
-                   {"tile_keys", s.tile_keys}, {"stages", s.stages}, {"cluster", s.cluster}};
+        json js = {{"arch", s.arch},       {"codes", s.codes},         {"min_cc", s.min_cc},
+                   {"max_cc", s.max_cc},   {"tile_keys", s.tile_keys}, {"stages", s.stages},
+                   {"cluster", s.cluster}, {"when", s.when},           {"image_of", s.image_of}};
         if (with_images) js["image"] = base64_encode(s.image);
         js["kernels"] = json::array();
         for (const KernelSpec &k : s.kernels) {
@@ -239,7 +246,11 @@ json to_json(const GroupDescriptor &d, bool with_images) {
         }
         js["workspaces"] = json::array();
         for (const WorkspaceSpec &w : s.workspaces)
-            js["workspaces"].push_back({{"name", w.name}, {"elements", w.elements}, {"zeroed", w.zeroed}});
+            js["workspaces"].push_back({{"name", w.name},
+                                        {"elements", w.elements},
+                                        {"zeroed", w.zeroed},
+                                        {"element_bytes", w.element_bytes},
+                                        {"per_thread", w.per_thread}});
         j["sets"].push_back(js);
     }
     return j;
@@ -258,7 +269,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-4")
+        if (j.at("format") != "neptune-extern-5")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -267,6 +278,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
         d.chunks = j.at("chunks").get<int>();
         d.split_blocks = j.at("split_blocks").get<std::string>();
         d.split_keys = j.at("split_keys").get<std::string>();
+        d.copy_of_group = j.at("copy_of_group").get<std::string>();
+        d.copy_of_workspace = j.at("copy_of_workspace").get<std::string>();
         for (const json &b : j.at("buffers"))
             d.buffers.push_back({b.at("name"), b.at("output"), b.at("type_code"), b.at("bits"),
                                  b.at("dims").get<std::vector<std::string>>()});
@@ -280,6 +293,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
             s.tile_keys = js.at("tile_keys");
             s.stages = js.at("stages");
             s.cluster = js.at("cluster").get<bool>();
+            s.when = js.at("when").get<std::string>();
+            s.image_of = js.at("image_of").get<int>();
             s.image = base64_decode(js.at("image").get<std::string>());
             for (const json &k : js.at("kernels")) {
                 KernelSpec ks;
@@ -301,7 +316,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
                 s.kernels.push_back(ks);
             }
             for (const json &w : js.at("workspaces"))
-                s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>()});
+                s.workspaces.push_back({w.at("name"), w.at("elements"), w.at("zeroed").get<bool>(),
+                                        w.at("element_bytes").get<int>(), w.at("per_thread").get<bool>()});
             d.sets.push_back(std::move(s));
         }
     } catch (const std::exception &e) {  // json's errors and ours alike

@@ -67,11 +67,16 @@ struct KernelSpec {
     std::string cluster = "";  // blocks per thread block cluster along x ("": no clusters)
 };
 
-/** f32 scratch shared by the kernels of a set (split-K partial states). */
+/** Scratch shared by the kernels of a set: split-K's f32 partial states, or an output of the group
+ * that a copy stage hands on (GroupDescriptor::copy_of_group). */
 struct WorkspaceSpec {
     std::string name;
     std::string elements;
     bool zeroed = false;  // zero when allocated; the kernels leave it zero (arrival counters)
+    int element_bytes = 4;
+    /** One per stream and host thread: a secondary output, which the copy stage that runs next on
+     * this thread reads (a pipeline runs its stages in order on the calling thread). */
+    bool per_thread = false;
 };
 
 /** The kernels of one GPU family: an image (cubin, fatbin or PTX) the driver loads and the launches.
@@ -87,7 +92,11 @@ struct KernelSet {
     int min_cc = 0, max_cc = 1000;
     int tile_keys = 0, stages = 0;  // split-K: the partial kernel's; 0 otherwise
     bool cluster = false;  // split-K: the cluster merge of the set of the same tuning without it (taken per call)
-    std::string image;  // raw bytes
+    /** An integer expression over the scalars: the set serves calls where it holds (non-zero); empty:
+     * every call. Row chains compile a ladder of kernel shapes by row length, "(<= cols 4096)". */
+    std::string when = "";
+    std::string image;  // raw bytes; empty where image_of names the set whose image holds the kernels
+    int image_of = -1;
     std::vector<KernelSpec> kernels;
     std::vector<WorkspaceSpec> workspaces;
 };
@@ -110,12 +119,22 @@ struct GroupDescriptor {
     int chunks = 0;
     std::string split_blocks, split_keys;
     std::vector<KernelSet> sets;  // those whose capability range holds the device, chosen as above
+    /** A copy stage (no sets): buffers are [the group's primary output, read only to order the stages;
+     * this stage's output]; it copies the per-thread workspace copy_of_workspace of the group whose
+     * descriptor id is copy_of_group, written by that group's last call on this stream and thread. A
+     * group writes several outputs this way: one extern stage per output, Halide's Funcs being of one
+     * shape each. */
+    std::string copy_of_group, copy_of_workspace;
 };
 
 /** The set a call takes (KernelSet's rule) on a device of compute capability `cc` (major * 10 +
  * minor) with `sm_count` SMs; `split_blocks` is the call's split_blocks value (ignored without
  * split-K). -1 when no set serves the device. */
 int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks);
+/** As above among the sets for which `serves` holds (their `when` for the call), in order: the first
+ * best. */
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks,
+                      const std::vector<bool> &serves);
 /** Split-K, once the call's `chunks` are known for set `chosen`: the cluster-merge set of the same
  * tuning where core/SplitChunks.h's use_cluster_merge takes it, else `chosen`. */
 int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chunks);

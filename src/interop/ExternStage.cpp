@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,11 @@
 namespace neptune::interop {
 
 int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks) {
+    return choose_kernel_set(d, cc, sm_count, split_blocks, std::vector<bool>(d.sets.size(), true));
+}
+
+int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t split_blocks,
+                      const std::vector<bool> &serves) {
     int want_keys = 0, want_stages = 0;
     if (!d.split_blocks.empty()) {  // split-K: the JIT's tuning for this shape
         want_keys = internal::decode_block_n(split_blocks, sm_count, 0);
@@ -40,7 +46,7 @@ int choose_kernel_set(const GroupDescriptor &d, int cc, int sm_count, int64_t sp
     int best = -1, best_score = -1;
     for (size_t i = 0; i < d.sets.size(); i++) {
         const KernelSet &s = d.sets[i];
-        if (cc < s.min_cc || cc > s.max_cc) continue;
+        if (cc < s.min_cc || cc > s.max_cc || !serves.at(i)) continue;
         if (s.cluster) continue;  // taken per call, once the chunks are known (choose_cluster_set)
         const int score = (s.stages == want_stages ? 2 : 0) + (s.tile_keys == want_keys ? 1 : 0);
         if (score > best_score) best = int(i), best_score = score;
@@ -70,6 +76,7 @@ struct Group {
     std::vector<std::vector<IntExpr>> dims;
     std::vector<IntExpr> constraints;
     IntExpr split_blocks, split_keys;
+    std::vector<IntExpr> whens;  // per set: its `when` ("1" where it has none)
 
     std::mutex lock;  // held for a whole run: the workspaces are shared
     bool probed = false;  // the device, once
@@ -149,6 +156,7 @@ std::shared_ptr<Group> find_group(const char *blob, std::string &error) {
             g->dims.push_back(d);
         }
         for (const Constraint &c : g->desc.constraints) g->constraints.push_back(IntExpr::parse(c.expr));
+        for (const KernelSet &k : g->desc.sets) g->whens.push_back(IntExpr::parse(k.when.empty() ? "1" : k.when));
         if (!g->desc.split_blocks.empty()) {
             g->split_blocks = IntExpr::parse(g->desc.split_blocks);
             g->split_keys = IntExpr::parse(g->desc.split_keys);
@@ -244,7 +252,8 @@ int load(void *uc, Group &g, int index) {
     };
     if (!fresh) return l.code ? report(uc, g.desc.name, g.desc.jit, l.code, l.error) : 0;
     const KernelSet &set = g.desc.sets[size_t(index)];
-    if (neptune_module_load(set.image.data(), &l.module) != NEPTUNE_OK)
+    const KernelSet &holder = set.image_of >= 0 ? g.desc.sets.at(size_t(set.image_of)) : set;
+    if (neptune_module_load(holder.image.data(), &l.module) != NEPTUNE_OK)
         return fail(halide_error_code_gpu_device_error,
                     "loading the " + set.codes + " kernels: " + neptune_last_error());
     for (const KernelSpec &k : set.kernels) {
@@ -296,12 +305,22 @@ int device_address(void *uc, const Group &g, size_t i, halide_buffer_t *b, const
     return 0;
 }
 
+/** Where a workspace lives in Group::workspaces (beside the stream): per-thread ones by thread too. */
+std::string workspace_key(const WorkspaceSpec &w) {
+    if (!w.per_thread) return w.name;
+    std::ostringstream os;
+    os << w.name << '@' << std::this_thread::get_id();
+    return os.str();
+}
+
 /** Runs the kernels of the set chosen for this call; `*set_index` is its index (-1 before one is chosen). */
 int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda,
            std::map<std::string, int64_t> &vars, int *set_index) {
     if (int rc = probe(uc, g)) return rc;
     const int64_t split_blocks = g.desc.split_blocks.empty() ? 0 : g.split_blocks.eval(vars);
-    int index = choose_kernel_set(g.desc, g.cc, g.sm_count, split_blocks);
+    std::vector<bool> serves;
+    for (const IntExpr &w : g.whens) serves.push_back(w.eval(vars) != 0);
+    int index = choose_kernel_set(g.desc, g.cc, g.sm_count, split_blocks, serves);
     if (index >= 0 && g.desc.chunks) {  // split-K: the chunk count is fixed (> 0) or picked for this shape (< 0)
         const KernelSet &tuned = g.desc.sets[size_t(index)];
         const int64_t chunks =
@@ -314,6 +333,9 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         // Its cluster-merge twin has the same tile and shared memory, so the same chunks.
         index = choose_cluster_set(g.desc, index, g.cc, chunks);
     }
+    if (index < 0)
+        return report(uc, g.desc.name, g.desc.jit, halide_error_code_device_run_failed,
+                      "no kernel set of the library serves this call (" + scalar_values(g.desc, vars) + ")");
     if (int rc = load(uc, g, index)) return rc;
     *set_index = index;
     const KernelSet &set = g.desc.sets[size_t(index)];
@@ -327,8 +349,10 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         allocated[i] = a;
     }
     for (size_t w = 0; w < set.workspaces.size(); w++) {
-        const size_t bytes = size_t(std::max<int64_t>(l.workspace_elements[w].eval(vars), 4)) * sizeof(float);
-        auto &[ptr, size] = g.workspaces[{current_stream, set.workspaces[w].name}];
+        const WorkspaceSpec &ws = set.workspaces[w];
+        const size_t bytes =
+            size_t(std::max<int64_t>(l.workspace_elements[w].eval(vars), 4)) * size_t(ws.element_bytes);
+        auto &[ptr, size] = g.workspaces[{current_stream, workspace_key(ws)}];
         if (size < bytes) {
             neptune_free(ptr);
             ptr = nullptr;
@@ -408,6 +432,48 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         if (cuda->device_free(uc, b) != 0)
             return fail(halide_error_code_device_free_failed,
                         "freeing the device copy of " + g.desc.buffers[i].name + " failed");
+    }
+    return 0;
+}
+
+/** A copy stage's run: its output from the per-thread workspace of the group that wrote it. */
+int copy_out(void *uc, const Group &g, halide_buffer_t **bufs, const halide_device_interface_t *cuda) {
+    const GroupDescriptor &d = g.desc;
+    auto fail = [&](int code, const std::string &m) { return report(uc, d.name, d.jit, code, m); };
+    std::shared_ptr<Group> source;
+    {
+        std::lock_guard<std::mutex> hold(cache_lock);
+        for (auto &[blob, grp] : cache)
+            if (grp->desc.id == d.copy_of_group) source = grp;
+    }
+    const std::string missing = "the stage that computes it did not run before on this thread and stream";
+    if (!source) return fail(halide_error_code_device_run_failed, missing);
+    void *dst = nullptr;
+    bool allocated = false;
+    if (int rc = device_address(uc, g, 1, bufs[1], cuda, &dst, &allocated)) return rc;
+    size_t bytes = size_t(bufs[1]->type.bytes());
+    for (int k = 0; k < bufs[1]->dimensions; k++) bytes *= size_t(bufs[1]->dim[k].extent);
+    {
+        std::lock_guard<std::mutex> hold(source->lock);
+        WorkspaceSpec w;
+        w.name = d.copy_of_workspace;
+        w.per_thread = true;
+        auto it = source->workspaces.find({current_stream, workspace_key(w)});
+        if (it == source->workspaces.end()) return fail(halide_error_code_device_run_failed, missing);
+        if (it->second.second < bytes)
+            return fail(halide_error_code_device_run_failed, "the stage that computes it wrote " +
+                                                                 std::to_string(it->second.second) + " bytes, not " +
+                                                                 std::to_string(bytes));
+        if (neptune_memcpy_dtod_async(dst, it->second.first, bytes, current_stream) != NEPTUNE_OK)
+            return fail(halide_error_code_device_run_failed, neptune_last_error());
+    }
+    bufs[1]->set_device_dirty(true);
+    if (allocated && bufs[1]->host) {
+        if (cuda->copy_to_host(uc, bufs[1]) != 0)
+            return fail(halide_error_code_copy_to_host_failed, "copying " + d.buffers[1].name + " back failed");
+        bufs[1]->set_host_dirty(true);
+        if (cuda->device_free(uc, bufs[1]) != 0)
+            return fail(halide_error_code_device_free_failed, "freeing the device copy failed");
     }
     return 0;
 }
@@ -495,7 +561,9 @@ int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const
         return 0;
     }
     int rc = 0, set_index = -1;
-    {
+    if (!d.copy_of_group.empty()) {
+        rc = copy_out(uc, g, bufs, cuda);
+    } else {
         std::lock_guard<std::mutex> hold(g.lock);
         rc = launch(uc, g, bufs, cuda, vars, &set_index);
     }

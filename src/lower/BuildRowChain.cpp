@@ -1,6 +1,7 @@
 #include "lower/BuildRowChain.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "frontend/DeriveRepair.h"
@@ -107,8 +108,9 @@ public:
             k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
                          {"valid_rows", int_var("rows") - int_var("row0")}};
         }
-        k.tensors.push_back({x_, x_type_, false});
-        for (auto &[name, t] : other_inputs_) k.tensors.push_back({name, t, false});
+        k.tensors.push_back({x_, x_type_, false, "", {"cols", "rows"}});
+        for (auto &[name, t] : other_inputs_)
+            k.tensors.push_back({name, t, false, "", {one_d_by_col_.at(name) ? "cols" : "rows"}});
         k.values["x_t"] = strip();
         for (const Stage &s : stages_) k.values[s.name] = row_vec();
         Block &b = k.body;
@@ -239,7 +241,9 @@ private:
                                       : int_var("valid_rows");
                 b.push_back(make_row_store(v, o.tensor, int_var("row0"), rows));
             }
-            k.tensors.push_back({o.tensor, o.dtype, true});
+            k.tensors.push_back(
+                {o.tensor, o.dtype, true, "",
+                 o.per_element ? std::vector<std::string>{"cols", "rows"} : std::vector<std::string>{"rows"}});
         }
         if (tiles.size() > (shape.chunked ? 1u : 0u)) append(b, tiles, shape.chunked);
     }
@@ -377,7 +381,12 @@ private:
                 return HI::Cast::make(op->type, v);
             }
             Expr visit(const HI::Call *op) override {
-                if (op->is_intrinsic(HI::Call::require)) return mutate(op->args[1]);
+                if (op->is_intrinsic(HI::Call::likely) || op->is_intrinsic(HI::Call::likely_if_innermost))
+                    return mutate(op->args[0]);  // a hint for Halide's own loop partitioning
+                if (op->is_intrinsic(HI::Call::require)) {
+                    b->requirements_.push_back(mutate(op->args[0]));
+                    return mutate(op->args[1]);
+                }
                 if (const HI::Call *in = input_of(op)) return b->input(in, op->args, who, col, row, this);
                 if (op->call_type == HI::Call::Halide) {
                     for (const FusedStage &s : b->plan_.stages)
@@ -470,6 +479,15 @@ private:
         if (!out.per_element && HI::expr_uses_var(v, kX))
             fail("output " + o.name() + " is per row but reads " + x_ + " at every column");
         if (!out.per_element && HI::expr_uses_var(v, kCol)) fail("output " + o.name() + " reads a column");
+        // A kernel cannot raise the algorithm's run-time errors (an out-of-range label): where a
+        // requirement fails, the row's outputs are NaN rather than a value computed from clamped reads.
+        for (const Expr &r : requirements_) {
+            if (!out.per_element && (HI::expr_uses_var(r, kX) || HI::expr_uses_var(r, kCol)))
+                fail("a requirement (Halide::require) of " + o.name() +
+                     " reads the row's elements; only "
+                     "requirements on per-row values are checked by the kernels");
+            v = Halide::select(r, v, Halide::Expr(std::numeric_limits<float>::quiet_NaN()));
+        }
         out.value = v;
         outs_.push_back(out);
     }
@@ -482,6 +500,7 @@ private:
     std::set<std::string> used_;
     std::vector<Stage> stages_;
     std::vector<Output> outs_;
+    std::vector<Expr> requirements_;  // the conditions of the Halide::require calls the values pass
     std::string x_;
     DType x_type_ = DType::F16;
     std::map<std::string, DType> other_inputs_;

@@ -1,11 +1,11 @@
 // The table of libneptune_ops.so's AOT libraries (Libraries.h). prefill_gqa is prefill_causal with
 // other head counts, which are run-time extents: it shares prefill_causal's libraries. Decode
 // libraries are compiled for their operator's grouping (decode_gqa 8, decode_softcap 2, else 1).
-// cross_entropy has a host variant only here: its GPU library checks the labels on the host (Halide
-// cannot compile the check's message into a CUDA kernel), so it needs labels in host memory, and
-// this ABI's GPU variants take device memory.
+// cross_entropy's GPU library runs Neptune's kernels, which give a NaN loss for a label out of range
+// (a kernel cannot raise the algorithm's error); its host library raises the error.
 #include "ops/Libraries.h"
 
+#include "cross_entropy.h"
 #include "cross_entropy_host.h"
 #include "decode_alibi.h"
 #include "decode_alibi_host.h"
@@ -70,6 +70,7 @@ const std::vector<Library> &libraries() {
         HOST_LIBRARY(softmax_host, "softmax"),
         GPU_LIBRARY(logsumexp, "logsumexp"),
         HOST_LIBRARY(logsumexp_host, "logsumexp"),
+        GPU_LIBRARY(cross_entropy, "cross_entropy"),
         HOST_LIBRARY(cross_entropy_host, "cross_entropy"),
         GPU_LIBRARY(layernorm, "layernorm"),
         HOST_LIBRARY(layernorm_host, "layernorm"),

@@ -229,7 +229,10 @@ Variant make_variant(const Library &lib) {
     for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
     for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
     v.signature = signature_of(v, inst);
-    v.kernels = lib.device == NEPTUNE_OPS_HOST ? "host" : v.is_attention() ? "neptune" : "halide_cuda";
+    // Performer's groups are not a pattern of the tile backend: its GPU library is Halide's CUDA form.
+    v.kernels = lib.device == NEPTUNE_OPS_HOST       ? "host"
+                : v.spec.family == Family::Performer ? "halide_cuda"
+                                                     : "neptune";
     return v;
 }
 

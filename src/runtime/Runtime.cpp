@@ -43,6 +43,7 @@
     X(cuMemcpyHtoD)             \
     X(cuMemcpyDtoH)             \
     X(cuMemcpyDtoD)             \
+    X(cuMemcpyDtoDAsync)        \
     X(cuMemsetD8)               \
     X(cuEventCreate)            \
     X(cuEventRecord)            \
@@ -507,6 +508,16 @@ int neptune_memcpy_dtod(void *dst_device, const void *src_device, size_t bytes) 
     if (int rc = neptune_init()) return rc;
     if (CUresult r = state().cu.cuMemcpyDtoD(device_ptr(dst_device), device_ptr(src_device), bytes))
         return cuda_fail("cuMemcpyDtoD", r, std::to_string(bytes) + " bytes");
+    return NEPTUNE_OK;
+}
+
+int neptune_memcpy_dtod_async(void *dst_device, const void *src_device, size_t bytes, void *stream) {
+    if (bytes == 0) return NEPTUNE_OK;
+    if (!dst_device || !src_device) return invalid("neptune_memcpy_dtod_async: dst or src is NULL");
+    if (int rc = neptune_init()) return rc;
+    if (CUresult r = state().cu.cuMemcpyDtoDAsync(device_ptr(dst_device), device_ptr(src_device), bytes,
+                                                  static_cast<CUstream>(stream)))
+        return cuda_fail("cuMemcpyDtoDAsync", r, std::to_string(bytes) + " bytes");
     return NEPTUNE_OK;
 }
 

@@ -122,6 +122,9 @@ struct TensorParam {
     /** A 1-D input read inside maps (ALiBi slopes, a length per batch): the int param that is its
      * extent, as it is read at the query head (q_heads) or the batch index (batch); else empty. */
     std::string extent = {};  // a default: the aggregate initializers elsewhere omit it
+    /** The tensor's extents as int params, innermost first, where the pattern states them (row
+     * chains: {"cols", "rows"}, {"cols"} or {"rows"}); empty: the pattern's fixed layout. */
+    std::vector<std::string> dims = {};
 };
 
 /** A tensor as planes of rows x cols (q: batch * heads planes of seq x head_dim), over the int

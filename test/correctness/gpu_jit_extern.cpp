@@ -258,6 +258,27 @@ TEST_CASE("gpu jit extern: prefill and decode attention through compile_gpu matc
     check_operator(instance("decode_gqa", 32, 4, 2, 1000), 8);
 }
 
+TEST_CASE("gpu jit extern: attention's out with its log-sum-exp, entropy and largest probability, one kernel") {
+    for (int64_t seq : {1, 333}) {
+        const OperatorInstance inst = instance("attention_row_stats", 8, 8, 2, seq);
+        INFO("seq " << seq);
+        algorithms::OperatorFuncs f = algorithms::build(inst.spec);
+        algorithms::fuse_operator(inst.spec, f, algorithms::FusionChoice());
+        ExternOptions o;
+        o.head_dim_qk = inst.spec.attention.head_dim_qk;
+        GpuPipeline p = compile_gpu(f.outputs, o);
+        const std::vector<HostTensor> in = make_inputs(inst, 4, InputStyle::RisingScores);
+        for (size_t i = 0; i < in.size(); i++) f.inputs[i].set(to_halide_buffer(in[i]));
+        std::vector<Halide::Buffer<>> outs;
+        for (const HostTensor &t : make_outputs(inst)) outs.push_back(to_halide_buffer(t));
+        Halide::Realization r(outs);
+        p.realize(r);
+        const std::vector<HostTensor> want = reference::compute(inst, in);
+        for (size_t i = 0; i < outs.size(); i++)
+            check_close(inst.outputs[i].name, read(outs[i], inst.outputs[i]), want[i], attention_tolerance);
+    }
+}
+
 TEST_CASE("gpu jit extern: Halide CUDA stages before and after Neptune's stage share its context and buffers") {
     check_mixed_pipeline(true, false);
     check_mixed_pipeline(false, true);

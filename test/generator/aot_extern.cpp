@@ -10,6 +10,7 @@
 #include "AotBuffers.h"
 #include "GpuProbe.h"
 #include "decode_gqa.h"
+#include "layernorm.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "prefill_alibi.h"
 #include "prefill_causal.h"
@@ -168,6 +169,25 @@ TEST_CASE("aot extern: wrong buffers are refused before any device work, naming 
     clear_messages();
     CHECK(decode_gqa(wide.q, wide.k, wide.v, wide.out) == halide_error_code_constraint_violated);
     CHECK(has(all_messages(), "the kernels were compiled for 8 query heads per KV head"));
+}
+
+TEST_CASE("aot extern: a row chain's stage asks for x, gamma and beta whole; a gamma too short is refused") {
+    Buffer<void> x = query({300, 7}), out = query({300, 7});
+    std::vector<halide_dimension_t> one = {{0, 0, 0, 0}};
+    Buffer<void> gamma(f16(), nullptr, 1, one.data()), beta(f16(), nullptr, 1, one.data());
+    clear_messages();
+    REQUIRE(layernorm(x, gamma, beta, out) == 0);
+    CHECK(gamma.dim(0).extent() == 300);
+    CHECK(beta.dim(0).extent() == 300);
+    CHECK(x.dim(1).extent() == 7);
+
+    Buffer<void> xs(f16(), {300, 7}), g(f16(), {299}), b(f16(), {300}), y(f16(), {300, 7});
+    std::memset(xs.data(), 0, xs.size_in_bytes());
+    std::memset(g.data(), 0, g.size_in_bytes());
+    std::memset(b.data(), 0, b.size_in_bytes());
+    clear_messages();
+    CHECK(layernorm(xs, g, b, y) != 0);
+    CHECK(has(all_messages(), "gamma"));
 }
 
 TEST_CASE("aot extern: without a GPU, the run reports the missing driver and returns an error") {

@@ -12,6 +12,7 @@
 #include "logsumexp_host.h"
 #include "performer_host.h"
 #include "prefill_causal_host.h"
+#include "prefill_row_stats_host.h"
 #include "rmsnorm_host.h"
 #include "softmax_host.h"
 
@@ -25,6 +26,13 @@ TEST_CASE("aot host: prefill attention, causal, grouped heads, rising row maxima
         check_library(
             attention_instance("prefill_causal", 4, 2, 2, seq),
             [](Buffers &i, Buffers &o) { return prefill_causal_host(i[0], i[1], i[2], o[0]); }, rising);
+}
+
+TEST_CASE("aot host: attention with its row statistics: out, lse, entropy and max_prob") {
+    for (int64_t seq : {1, 77})
+        check_library(attention_instance("attention_row_stats", 4, 2, 2, seq), [](Buffers &i, Buffers &o) {
+            return prefill_row_stats_host(i[0], i[1], i[2], o[0], o[1], o[2], o[3]);
+        });
 }
 
 TEST_CASE("aot host: decode attention, split-K over the keys, 8 query heads per KV head") {

@@ -13,8 +13,10 @@
 #include "Compare.h"
 #include "core/SplitChunks.h"
 #include "cross_entropy.h"
+#include "cross_entropy_halide_cuda.h"
 #include "decode_gqa.h"
 #include "layernorm.h"
+#include "layernorm_halide_cuda.h"
 #include "logsumexp.h"
 #include "neptune/reference/Reference.h"
 #include "neptune/runtime/NeptuneHalide.h"
@@ -23,8 +25,10 @@
 #include "prefill_alibi.h"
 #include "prefill_causal.h"
 #include "prefill_prescaled.h"
+#include "prefill_row_stats.h"
 #include "rmsnorm.h"
 #include "softmax.h"
+#include "softmax_halide_cuda.h"
 
 using namespace neptune;
 using namespace neptune::testing;
@@ -34,7 +38,7 @@ namespace {
 
 // Attention through tensor cores rounds P to f16 before the second product: the suite's GPU bound
 // (correctness/gpu_attention) on the relative RMS error, and a loose bound on the worst element.
-// Halide's CUDA code for the row-wise families uses the GPU's exp and log: a little looser than the
+// Neptune's and Halide's CUDA code for the row-wise families use the GPU's exp and log: a little looser than the
 // CPU's bounds for f32 statistics.
 Tolerance gpu_tolerance(DType t, bool attention) {
     if (attention) return t == DType::BF16 ? Tolerance{1e-2, 6e-2} : Tolerance{2e-3, 2e-2};
@@ -100,6 +104,14 @@ TEST_CASE("gpu aot: decode attention with 8 query heads per KV head, chunks and 
     neptune_halide_set_trace(nullptr);
 }
 
+TEST_CASE("gpu aot: attention's out and row statistics from one kernel, the statistics through copy stages") {
+    const LibraryCall call = [](Buffers &i, Buffers &o) {
+        return prefill_row_stats(i[0], i[1], i[2], o[0], o[1], o[2], o[3]);
+    };
+    check_on_device(attention_instance("attention_row_stats", 4, 2, 2, 1), call, true);
+    check_on_device(attention_instance("attention_row_stats", 8, 8, 1, 333), call, true, InputStyle::RisingScores);
+}
+
 TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes to the kernels as it is") {
     const OperatorInstance inst = attention_instance("prefill_causal", 4, 4, 1, 77);
     const std::vector<HostTensor> in = make_inputs(inst, 5);
@@ -155,23 +167,39 @@ TEST_CASE("gpu aot: a cropped output is refused with a message, not half-written
     CHECK(all_messages().find("Neptune's kernels write whole outputs") != std::string::npos);
 }
 
-TEST_CASE("gpu aot: the row-wise families and Performer on Halide's CUDA backend") {
-    for (int64_t cols : {1, 300, 4096}) {
+TEST_CASE("gpu aot: the row-wise families on Neptune's kernels, at every rung of the ladder") {
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {7, 1}, {1, 300}, {1000, 1000}, {7, 4096}, {3, 8191}, {3, 40000}, {2, 131072}, {1, 300001}}) {
+        INFO(rows << "x" << cols);
         check_on_device(
-            instantiate(*find_operator("softmax"), 7, cols), [](Buffers &i, Buffers &o) { return softmax(i[0], o[0]); },
-            false);
+            instantiate(*find_operator("softmax"), rows, cols),
+            [](Buffers &i, Buffers &o) { return softmax(i[0], o[0]); }, false);
         check_on_device(
-            instantiate(*find_operator("logsumexp"), 7, cols),
+            instantiate(*find_operator("logsumexp"), rows, cols),
             [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
         check_on_device(
-            instantiate(*find_operator("cross_entropy"), 7, cols),
+            instantiate(*find_operator("cross_entropy"), rows, cols),
             [](Buffers &i, Buffers &o) { return cross_entropy(i[0], i[1], o[0]); }, false);
         check_on_device(
-            instantiate(*find_operator("layernorm"), 7, cols),
+            instantiate(*find_operator("layernorm"), rows, cols),
             [](Buffers &i, Buffers &o) { return layernorm(i[0], i[1], i[2], o[0]); }, false);
         check_on_device(
-            instantiate(*find_operator("rmsnorm"), 7, cols),
+            instantiate(*find_operator("rmsnorm"), rows, cols),
             [](Buffers &i, Buffers &o) { return rmsnorm(i[0], i[1], o[0]); }, false);
+    }
+}
+
+TEST_CASE("gpu aot: the row-wise ablation libraries and Performer on Halide's CUDA backend") {
+    for (int64_t cols : {1, 300}) {
+        check_on_device(
+            instantiate(*find_operator("softmax"), 7, cols),
+            [](Buffers &i, Buffers &o) { return softmax_halide_cuda(i[0], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("cross_entropy"), 7, cols),
+            [](Buffers &i, Buffers &o) { return cross_entropy_halide_cuda(i[0], i[1], o[0]); }, false);
+        check_on_device(
+            instantiate(*find_operator("layernorm"), 7, cols),
+            [](Buffers &i, Buffers &o) { return layernorm_halide_cuda(i[0], i[1], i[2], o[0]); }, false);
     }
     OperatorSpec p = *find_operator("performer");
     p.attention.q_heads = p.attention.kv_heads = 4;
@@ -181,9 +209,10 @@ TEST_CASE("gpu aot: the row-wise families and Performer on Halide's CUDA backend
         instantiate(p, 2, 200), [](Buffers &i, Buffers &o) { return performer(i[0], i[1], i[2], i[3], o[0]); }, false);
 }
 
-TEST_CASE("gpu aot: the GPU cross_entropy library refuses a label out of range before its kernels run") {
-    // Halide cannot compile the check's message into a CUDA kernel: the generator computes it on the
-    // host (the labels need host memory), ahead of the loss kernels.
+TEST_CASE("gpu aot: a label out of range: Halide's CUDA library refuses it, Neptune's gives its row NaN") {
+    // Halide cannot compile the check's message into a CUDA kernel: its generator computes the check
+    // on the host (the labels need host memory), ahead of the loss kernels. Neptune's kernel guards
+    // the row's loss with the check's condition.
     const OperatorInstance inst = instantiate(*find_operator("cross_entropy"), 3, 10);
     std::vector<HostTensor> in = make_inputs(inst, 5);
     in[1].values[2] = -1;
@@ -191,6 +220,21 @@ TEST_CASE("gpu aot: the GPU cross_entropy library refuses a label out of range b
                                   loss = poisoned_buffer(inst.outputs[0]);
     REQUIRE(x.copy_to_device(halide_cuda_device_interface()) == 0);
     clear_messages();
-    CHECK(cross_entropy(x, labels, loss) == halide_error_code_requirement_failed);
+    CHECK(cross_entropy_halide_cuda(x, labels, loss) == halide_error_code_requirement_failed);
     CHECK(all_messages().find("label out of range") != std::string::npos);
+    clear_messages();
+    REQUIRE(cross_entropy(x, labels, loss) == 0);
+    REQUIRE(loss.copy_to_host() == 0);
+    std::vector<HostTensor> valid = in;
+    valid[1].values[2] = 0;
+    const HostTensor want = reference::compute(inst, valid)[0];
+    const float *got = static_cast<const float *>(loss.data());
+    for (int row = 0; row < 3; row++) {
+        INFO("row " << row);
+        if (row == 2) {
+            CHECK(std::isnan(got[row]));
+        } else {
+            CHECK(std::abs(got[row] - want.values[size_t(row)]) <= 1e-3 * (1 + std::abs(want.values[size_t(row)])));
+        }
+    }
 }

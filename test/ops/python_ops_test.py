@@ -92,7 +92,7 @@ class Table(unittest.TestCase):
             neptune_ops.Library("/nonexistent/libneptune_ops.so")
 
     def test_variants_describe_the_suite(self):
-        self.assertEqual(len(LIB.variants), 31)
+        self.assertEqual(len(LIB.variants), 32)
         self.assertEqual(LIB.ops[:3], ["prefill_global", "prefill_causal", "prefill_alibi"])
         w = {(v.op, v.device): v for v in LIB.variants}
         win = w[("prefill_windowed", "host")]
@@ -105,7 +105,9 @@ class Table(unittest.TestCase):
                          (8, True, "neptune", ("q", "k", "v"), ("out",)))
         self.assertEqual(w[("prefill_alibi", "cuda")].inputs, ("q", "k", "v", "slopes"))
         self.assertEqual(w[("prefill_gqa", "cuda")].name, "prefill_causal")
-        self.assertEqual(w[("layernorm", "cuda")].kernels, "halide_cuda")
+        self.assertEqual(w[("layernorm", "cuda")].kernels, "neptune")
+        self.assertEqual(w[("cross_entropy", "cuda")].kernels, "neptune")
+        self.assertEqual(w[("performer", "cuda")].kernels, "halide_cuda")
         self.assertEqual(w[("layernorm", "host")].eps, 1e-5)
         self.assertEqual(w[("logsumexp", "host")].signature, "x[rows,cols] f16 -> lse[rows] f32")
 

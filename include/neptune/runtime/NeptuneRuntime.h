@@ -106,6 +106,8 @@ int neptune_memcpy_htod(void *dst_device, const void *src_host, size_t bytes);
 int neptune_memcpy_dtoh(void *dst_host, const void *src_device, size_t bytes);
 /** Device to device, asynchronous on the default stream (what a bandwidth reference times). */
 int neptune_memcpy_dtod(void *dst_device, const void *src_device, size_t bytes);
+/** Device to device on `stream` (NULL: the default stream), ordered with the kernels launched there. */
+int neptune_memcpy_dtod_async(void *dst_device, const void *src_device, size_t bytes, void *stream);
 int neptune_memset_d8(void *dst_device, unsigned char value, size_t bytes);
 /** Waits for all work in Neptune's context. */
 int neptune_synchronize(void);

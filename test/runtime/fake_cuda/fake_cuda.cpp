@@ -78,6 +78,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr) { return ok(); }
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr, const void *, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemcpyDtoH(void *, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuEventCreate(CUevent *, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
