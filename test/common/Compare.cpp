@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace neptune::testing {
 
 void check_close(const std::string &what, const HostTensor &actual, const HostTensor &expected, int64_t begin,
@@ -16,6 +19,15 @@ void check_close(const std::string &what, const HostTensor &actual, const HostTe
               << "): " << e.describe(expected.desc) << "; tolerance rel rms " << tol.rel_rms << ", scaled max "
               << tol.max_scaled);
     CHECK(tol.accepts(e));
+}
+
+Tolerance with_rounding(const HostTensor &expected, Tolerance tol) {
+    HostTensor rounded(expected.desc);
+    std::vector<char> bytes(size_t(expected.desc.numel()) * size_t(dtype_bytes(expected.desc.dtype)));
+    expected.store(bytes.data());
+    rounded.load(bytes.data());
+    tol.rel_rms = std::max(tol.rel_rms, 2 * compare(rounded.values, expected.values).rel_rms());
+    return tol;
 }
 
 }  // namespace neptune::testing

@@ -68,7 +68,8 @@ void check_library(const OperatorInstance &inst, const LibraryCall &call, const 
         for (double v : got.values) unwritten += std::isnan(v) ? 1 : 0;
         CHECK(unwritten == 0);
         const DType t = inst.outputs[k].dtype;
-        check_close(inst.outputs[k].name, got, ref[k], o.tolerance ? o.tolerance(t) : tolerance_for(t));
+        check_close(inst.outputs[k].name, got, ref[k],
+                    with_rounding(ref[k], o.tolerance ? o.tolerance(t) : tolerance_for(t)));
     }
 }
 
