@@ -115,16 +115,10 @@ public:
         for (const Stage &s : stages_) k.values[s.name] = row_vec();
         Block &b = k.body;
         if (!shape.chunked) b.push_back(load_x(false));
-        if (shape.chunked && online())
+        if (shape.chunked && online()) {
             online_pass(k, b);
-        else
+        } else {
             stage_passes(k, b);
-        for (const Stage &s : stages_) {
-            if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
-            const Expr init = s.st->init;
-            if (!HI::equal(init, reducer_identity(s.st->reducer)) &&
-                !(s.st->reducer == Reducer::Sum && HI::is_const_zero(init)))
-                b.push_back(make_row_map(s.name, reducer_combine(s.st->reducer, init, fvar(s.name)), "initial value"));
         }
         outputs(k, b, shape);
         Program p;
@@ -155,6 +149,9 @@ private:
             }
             reduce_row(k, step, s.name, s.op, src);
             append(b, step, shape.chunked);
+            // Final before the next stage reads it: min as -max(-x), the initial value folded in.
+            if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
+            if (has_initial_value(s)) b.push_back(initial_value(s));
         }
     }
 
@@ -173,9 +170,13 @@ private:
     // One pass over the column chunks: each stage's state repaired to its producers' new values, then
     // the chunk's terms reduced into it (the online form: softmax's running max and rescaled sum).
     void online_pass(Kernel &k, Block &b) {
+        // A producer starts from its initial value, so that its readers' terms and repairs see the value
+        // the plain algorithm's final producer has; a target's is added once the row is done (a repair
+        // would rescale it).
         std::vector<std::string> carried;
         for (const Stage &s : stages_) {
             b.push_back(make_fill(s.name, s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
+            if (is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
             carried.push_back(s.name);
         }
         Block step = {load_x(true)};
@@ -216,6 +217,8 @@ private:
         for (const Stage &s : stages_) step.push_back(make_row_map(s.name, fvar(s.name + "_new")));
         const Expr chunks = (int_var("cols") + shape_.cols() - 1) / shape_.cols();
         b.push_back(make_loop("j", Expr(0), chunks, carried, step));
+        for (const Stage &s : stages_)
+            if (!is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
     }
 
     // The per-element outputs and per-row outputs after the stages.
@@ -263,6 +266,21 @@ private:
         bool per_element;
         Expr value;
     };
+
+    bool has_initial_value(const Stage &s) const {
+        const Expr init = s.st->init;
+        return !HI::equal(init, reducer_identity(s.st->reducer)) &&
+               !(s.st->reducer == Reducer::Sum && HI::is_const_zero(init));
+    }
+    Stmt initial_value(const Stage &s) const {
+        return make_row_map(s.name, reducer_combine(s.st->reducer, s.st->init, fvar(s.name)), "initial value");
+    }
+    bool is_producer(const Stage &s) const {
+        for (const FusedStage &t : plan_.stages)
+            for (const std::string &p : t.producers)
+                if (p == s.st->name) return true;
+        return false;
+    }
 
     [[noreturn]] void fail(const std::string &why) const {
         throw CompileError(plan_.directive + ": the row-chain pattern cannot lower this group: " + why);

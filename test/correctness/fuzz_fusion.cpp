@@ -9,6 +9,10 @@
 // constants, + - * /, exp, log (of positive values), tanh and select (on loads, or on kv against i);
 // N in [1, 300], tiles in [1, 80], chunks in [1, 9].
 //
+// Chains that read one input and that the tile backend lowers (row chains) are also lowered to tile
+// programs and run by the tile-IR interpreter, their targets, producers and epilogue as outputs, and
+// compared with the plain algorithm the same way: the GPU kernels' program, checked on any machine.
+//
 // The default run checks a fixed list of seeds in a few seconds. A longer campaign (every seed
 // from NEPTUNE_FUZZ_SEED on, known-bad ones included; failures of known frontend bugs are labelled
 // "[known bug: ...]"):
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <limits>
 #include <random>
 #include <set>
@@ -27,6 +32,9 @@
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
 #include "neptune/HalideCpu.h"
+#include "neptune/HostTensor.h"
+#include "lower/Lower.h"
+#include "tir/Interpreter.h"
 
 using Halide::Buffer;
 using Halide::Expr;
@@ -298,6 +306,7 @@ std::string known_bug(const Copy &c) {
 // What a fuzz run counts.
 struct Stats {
     int fused = 0, rejected = 0, failed = 0;
+    int tiles = 0, not_a_pattern = 0;  // chains run as tile programs, and those no pattern lowers
     int64_t elements = 0, both_nonfinite = 0, masked_elements = 0;
 };
 
@@ -336,7 +345,8 @@ constexpr double fuzz_tolerance = 1e-3;
 
 // 1. The directive on the fused copy: the plan it derived, or "" when it was rejected (with a
 //    CompileError that must name one of the chain's Funcs).
-std::string apply_directive(const Shape &shape, const Copy &fused, const RDom &kv, Stats &stats) {
+std::optional<neptune::FusedReduction> apply_directive(const Shape &shape, const Copy &fused, const RDom &kv,
+                                                       Stats &stats) {
     std::vector<Func> targets, producers;
     for (const Stage &s : fused.targets) targets.push_back(s.f);
     for (const Stage &s : fused.producers) producers.push_back(s.f);
@@ -349,7 +359,7 @@ std::string apply_directive(const Shape &shape, const Copy &fused, const RDom &k
         } else {
             g.rolling_update(shape.tile);
         }
-        return g.describe();
+        return g;
     } catch (const neptune::CompileError &e) {
         const std::string msg = e.what();
         bool names_func = false;
@@ -358,14 +368,86 @@ std::string apply_directive(const Shape &shape, const Copy &fused, const RDom &k
         CHECK(!msg.empty());
         CHECK(names_func);
         stats.rejected++;
-        return "";
+        return std::nullopt;
     }
+}
+
+// 4. The tile path: the fused group lowered by the tile backend (a row chain, when the chain reads
+//    one input) with every compared Func as an output, run by the tile-IR interpreter before
+//    lower_to_cpu rewrites the group; check_tiles compares its outputs as compare_copies does.
+struct TileRun {
+    neptune::tir::Program program;
+    std::vector<neptune::HostTensor> outputs;  // in the order of Copy::outputs()
+};
+
+std::optional<TileRun> run_tiles(const Shape &shape, const neptune::FusedReduction &g, const Copy &fused, const Var &i,
+                                 Stats &stats) {
+    std::vector<Func> outputs;
+    for (const Func &f : fused.outputs()) {
+        Func w(f.name() + "_out");
+        w(i) = f(i);
+        outputs.push_back(w);
+    }
+    TileRun run;
+    try {
+        run.program = neptune::internal::lower_to_tiles(g.plan(), outputs, neptune::internal::LowerOptions());
+    } catch (const neptune::CompileError &e) {
+        const std::string msg = e.what();
+        INFO("message: " << msg);
+        CHECK(msg.find("no pattern of the tile backend matches") != std::string::npos);
+        stats.not_a_pattern++;
+        return std::nullopt;
+    }
+    std::vector<neptune::HostTensor> inputs;
+    neptune::tir::LaunchArgs args;
+    for (const neptune::tir::TensorParam &t : run.program.kernels.at(0).tensors) {
+        if (t.output) {
+            run.outputs.emplace_back(neptune::TensorDesc{t.name, neptune::DType::F32, {shape.rows}});
+            std::fill(run.outputs.back().values.begin(), run.outputs.back().values.end(), NAN);
+            continue;
+        }
+        inputs.emplace_back(neptune::TensorDesc{t.name, neptune::DType::F32, {shape.rows, shape.n}});
+        const Buffer<float> &in = t.name == shape.x.name() ? shape.x : shape.y;
+        for (int row = 0; row < shape.rows; row++)
+            for (int c = 0; c < shape.n; c++) inputs.back().values[size_t(row * shape.n + c)] = in(c, row);
+    }
+    for (neptune::HostTensor &t : inputs) args.tensors[t.desc.name] = &t;
+    for (neptune::HostTensor &t : run.outputs) args.tensors[t.desc.name] = &t;
+    args.ints = {{"rows", shape.rows}, {"cols", shape.n}};
+    neptune::tir::interpret(run.program, args);
+    stats.tiles++;
+    return run;
+}
+
+bool check_tiles(const Shape &shape, const TileRun &run, const Halide::Realization &r, const std::vector<bool> &masked,
+                 const std::string &plan) {
+    const size_t n = run.outputs.size();
+    for (size_t o = 0; o < n; o++) {
+        const neptune::HostTensor &got_t = run.outputs[o];
+        const Buffer<float> b = r[n + o], s = r[2 * n + o];
+        for (int row = 0; row < shape.rows; row++) {
+            if (masked[size_t(row)]) continue;
+            const double got = got_t.values[size_t(row)], want = b(row), mag = s(row);
+            const bool ok =
+                std::isfinite(want)
+                    ? std::isfinite(got) && std::fabs(got - want) <= fuzz_tolerance * (1.0 + std::fabs(want) + mag)
+                    : !std::isfinite(got);
+            if (!ok) {
+                FAIL_CHECK("tile program wrong: " << got_t.desc.name << "(" << row << ") " << got << ", plain " << want
+                                                  << ", magnitude " << mag << "\n"
+                                                  << plan << "\n"
+                                                  << neptune::tir::to_string(run.program));
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 // 2. Lowers the fused copy and realizes it with the plain copy and its magnitudes in one
 //    pipeline; 3. compares them element by element. Returns whether they agree.
 bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, const Var &i, const std::string &plan,
-                    Stats &stats) {
+                    Stats &stats, std::optional<Halide::Realization> &realized, std::vector<bool> &masked) {
     const std::vector<Func> lowered = neptune::lower_to_cpu(fused.outputs()), expected = plain.outputs();
     std::vector<Func> scale;
     for (const Stage &s : plain.targets) scale.push_back(magnitude(s, i));
@@ -385,7 +467,7 @@ bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, co
     // = 0 and log(+inf) = 88.7). Elsewhere a finite plain value must be matched within the tolerance, a non-finite one
     // by a non-finite one.
     const size_t k = lowered.size(), first_producer = plain.targets.size();
-    std::vector<bool> masked(size_t(shape.rows), false);
+    masked.assign(size_t(shape.rows), false);
     for (size_t p = 0; p < plain.producers.size(); p++) {
         const Buffer<float> b = r[k + first_producer + p];
         for (int row = 0; row < shape.rows; row++) masked[size_t(row)] = masked[size_t(row)] || !std::isfinite(b(row));
@@ -412,6 +494,7 @@ bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, co
             }
         }
     }
+    realized = r;
     return true;
 }
 
@@ -422,9 +505,14 @@ void run_chain(uint64_t seed, Stats &stats) {
     const Copy fused = fb.build(), plain = pb.build();
     INFO(describe(seed, shape, plain));
     try {
-        const std::string plan = apply_directive(shape, fused, fb.kv(), stats);
-        if (plan.empty()) return;
-        if (compare_copies(shape, fused, plain, pb.i(), plan, stats)) {
+        const std::optional<neptune::FusedReduction> g = apply_directive(shape, fused, fb.kv(), stats);
+        if (!g) return;
+        const std::string plan = g->describe();
+        const std::optional<TileRun> tiles = run_tiles(shape, *g, fused, fb.i(), stats);
+        std::optional<Halide::Realization> realized;
+        std::vector<bool> masked;
+        if (compare_copies(shape, fused, plain, pb.i(), plan, stats, realized, masked) &&
+            (!tiles || check_tiles(shape, *tiles, *realized, masked, plan))) {
             stats.fused++;
             return;
         }
@@ -458,9 +546,12 @@ TEST_CASE("fuzz fusion: random reduction chains are rejected by name or fused an
     }
     std::printf(
         "fuzz fusion: seeds %llu..%llu: %d fused and correct, %d rejected, %d failed; %lld elements, "
-        "%lld non-finite in both; %lld on fully masked rows, not compared\n",
+        "%lld non-finite in both; %lld on fully masked rows, not compared; %d run as tile programs, %d no "
+        "pattern of the tile backend\n",
         (unsigned long long)first, (unsigned long long)(first + iterations - 1), stats.fused, stats.rejected,
-        stats.failed, (long long)stats.elements, (long long)stats.both_nonfinite, (long long)stats.masked_elements);
+        stats.failed, (long long)stats.elements, (long long)stats.both_nonfinite, (long long)stats.masked_elements,
+        stats.tiles, stats.not_a_pattern);
     CHECK(stats.fused > 0);
+    CHECK(stats.tiles > 0);
     CHECK(stats.failed == 0);
 }
