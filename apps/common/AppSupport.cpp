@@ -115,13 +115,23 @@ bool check_outputs(const AppOperator &op, const std::vector<HostTensor> &inputs,
         }
         got.push_back(from_runtime_buffer(outs[o], inst.outputs[o]));
     }
+    // No bound tighter than the exact answer rounded to the output type (softmax over 131072 columns
+    // writes f16 values near 1e-5, subnormal, where rounding alone exceeds the f16 bound).
+    std::vector<HostTensor> rounded = want;
+    for (HostTensor &t : rounded) t.round_to_dtype();
+    const std::vector<OutputCheck> floor = compare_rows(inst, runs, rounded, want);
     bool ok = true;
-    for (const OutputCheck &c : compare_rows(inst, runs, got, want)) {
-        const bool pass = bound.accepts(c.error);
+    const std::vector<OutputCheck> checks = compare_rows(inst, runs, got, want);
+    for (size_t i = 0; i < checks.size(); i++) {
+        const OutputCheck &c = checks[i];
+        Tolerance bound_i = bound;
+        bound_i.rel_rms = std::max(bound.rel_rms, 2 * floor.at(i).error.rel_rms());
+        const Tolerance &b = bound_i;
+        const bool pass = b.accepts(c.error);
         std::printf(
-            "check vs fp64 (%lld of %lld rows): %s relative RMS %.1e, max scaled %.1e (bounds %.0e, %.0e)%s%s\n",
+            "check vs fp64 (%lld of %lld rows): %s relative RMS %.1e, max scaled %.1e (bounds %.1e, %.0e)%s%s\n",
             static_cast<long long>(rows), static_cast<long long>(inst.rows), c.output.c_str(), c.error.rel_rms(),
-            c.error.max_scaled, bound.rel_rms, bound.max_scaled,
+            c.error.max_scaled, b.rel_rms, b.max_scaled,
             c.error.nonfinite ? (", " + std::to_string(c.error.nonfinite) + " non-finite or unwritten").c_str() : "",
             pass ? ": ok" : ": WRONG");
         if (!pass) std::printf("  %s\n", c.error.describe(inst.output(c.output)).c_str());
