@@ -165,7 +165,13 @@ public:
         out_ << signature(k_);
         line("constexpr int T_ = " + std::to_string(k_.strip_threads) + ", V_ = " + std::to_string(k_.strip_vector) +
              ";  // threads per row, columns per vector");
-        line("const int t_ = threadIdx.x % T_, row = threadIdx.x / T_;");
+        if (k_.strip_lanes_along_rows) {
+            line("constexpr int R_ = " + std::to_string(k_.warps * 32 / k_.strip_threads) +
+                 ";  // rows per block, on consecutive threads");
+            line("const int t_ = threadIdx.x / R_, row = threadIdx.x % R_;");
+        } else {
+            line("const int t_ = threadIdx.x % T_, row = threadIdx.x / T_;");
+        }
         line("const int block_x = blockIdx.x, grid_x = gridDim.x;");
         line("(void)row; (void)block_x; (void)grid_x;");
         for (const ScalarDef &d : k_.scalars) line("const int " + ident(d.name) + " = " + scalar(d.value) + ";");
@@ -252,7 +258,8 @@ private:
         for (const Expr &v : col_bounds)
             if (v.defined())
                 c.push_back("nd::strip_last_col<T_, " + std::to_string(n_vectors) + ", V_>(t_) < " + scalar(v));
-        for (const std::string &p : pointers) c.push_back("nd::aligned16(" + p + ")");
+        if (!k_.strip_lanes_along_rows)  // strided columns move an element at a time
+            for (const std::string &p : pointers) c.push_back("nd::aligned16(" + p + ")");
         std::string s;
         std::set<std::string> seen;
         for (const std::string &x : c)
@@ -357,6 +364,7 @@ private:
         const TileType &t = k_.values.at(n.src);
         const int nv = vectors(t);
         const std::string args = ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols);
+        if (n.col_stride.defined()) return strided_store(n, map, nv, args);
         if (!map) {
             line("nd::store_strip<T_, " + std::to_string(nv) + ", V_>(" + ptr(n) + ", " + ident(n.src) + args +
                  ", t_);");
@@ -409,6 +417,37 @@ private:
         line("}");
     }
 
+    // A store of strided columns: an element at a time, the map's values computed in place.
+    void strided_store(const Node &n, const Node *map, int nv, const std::string &args) {
+        const std::string stride = "(long long)(" + scalar(n.col_stride) + ")";
+        if (!map) {
+            line("nd::store_strip_strided<T_, " + std::to_string(nv) + ">(" + ptr(n) + ", " + ident(n.src) + args +
+                 ", t_, " + stride + ");");
+            return;
+        }
+        const ElementExpr x = element_expr(map->value);
+        const std::string elem = elem_type(tensor(n.tensor).elem);
+        line("{");
+        indent_++;
+        declare_hoisted(x);
+        line("auto *const dst_ = " + ptr(n) + ";");
+        line("const long long stride_ = " + stride + ";");
+        line("if (" + fast_condition({n.valid_rows, map->valid_rows}, {n.valid_cols, map->valid_cols}, {}, nv) + ") {");
+        indent_++;
+        elements(
+            nv, [&] { load_column_vectors(x); },
+            "dst_[col * stride_] = nd::element_from_float<" + elem + ">(" + print(x, true) + ");");
+        indent_--;
+        line("} else if (row < " + scalar(n.valid_rows) + ") {");
+        indent_++;
+        elements(nv, "if (col < " + scalar(n.valid_cols) + " && " + in_bounds(*map) +
+                         ") dst_[col * stride_] = " + "nd::element_from_float<" + elem + ">(" + print(x, false) + ");");
+        indent_--;
+        line("}");
+        indent_--;
+        line("}");
+    }
+
     void reduce(const Node &n, const Node *map) {
         const bool max = n.op == ReduceOp::Max;
         const int nv = vectors(k_.values.at(n.src));
@@ -446,8 +485,8 @@ private:
             indent_--;
             line("}");
         }
-        line(ident(n.dst) + ".v = nd::reduce_op(" + op + ", " + ident(n.dst) + ".v, nd::reduce_row<T_>(p_, " + op +
-             "));");
+        const std::string across = k_.strip_lanes_along_rows ? "nd::reduce_row_strided<T_, R_>" : "nd::reduce_row<T_>";
+        line(ident(n.dst) + ".v = nd::reduce_op(" + op + ", " + ident(n.dst) + ".v, " + across + "(p_, " + op + "));");
         indent_--;
         line("}");
     }
@@ -479,8 +518,13 @@ private:
         switch (n.kind) {
         case NodeKind::TileLoad: {
             const TileType &t = k_.values.at(n.dst);
-            line("nd::load_strip<T_, " + std::to_string(vectors(t)) + ", V_>(" + ident(n.dst) + ", " + ptr(n) +
-                 ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ", t_);");
+            if (n.col_stride.defined())
+                line("nd::load_strip_strided<T_, " + std::to_string(vectors(t)) + ">(" + ident(n.dst) + ", " + ptr(n) +
+                     ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ", t_, (long long)(" +
+                     scalar(n.col_stride) + "));");
+            else
+                line("nd::load_strip<T_, " + std::to_string(vectors(t)) + ", V_>(" + ident(n.dst) + ", " + ptr(n) +
+                     ", row < " + scalar(n.valid_rows) + ", " + scalar(n.valid_cols) + ", t_);");
             break;
         }
         case NodeKind::TileStore: store(n, map_inside); break;

@@ -25,16 +25,17 @@ struct Rung {
 
 bool same_shape(const RowChainShape &a, const RowChainShape &b) {
     return a.rows_per_block == b.rows_per_block && a.threads_per_row == b.threads_per_row && a.vector == b.vector &&
-           a.vectors == b.vectors && a.chunked == b.chunked && a.cluster == b.cluster && a.min_blocks == b.min_blocks;
+           a.vectors == b.vectors && a.chunked == b.chunked && a.cluster == b.cluster && a.min_blocks == b.min_blocks &&
+           a.strided == b.strided;
 }
 
 /** The shapes Neptune picks for rows of 256, 512, ... columns (default_row_chain_shape), up to the
  * first chunked one, which serves every longer row. A row takes the shape of the next power of two
  * at or above its length: at most half the shape's columns idle, a dozen kernels per family. */
-std::vector<Rung> ladder(GpuArch arch, DType dtype, bool streams) {
+std::vector<Rung> ladder(GpuArch arch, DType dtype, const RowChainForm &form) {
     std::vector<Rung> rungs;
     for (int64_t c = 256;; c *= 2) {
-        const RowChainShape s = default_row_chain_shape(arch, dtype, c, streams);
+        const RowChainShape s = default_row_chain_shape(arch, dtype, c, form);
         if (s.chunked) {
             rungs.push_back({s, 0});
             return rungs;
@@ -66,7 +67,7 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
     const std::string stage = stage_name(output);
     const std::string where = describe_group(g, output);
     auto fail = [&](const std::string &why) -> void { throw CompileError(where + ": " + why); };
-    const bool streams = row_chain_streams(plan, iso.outputs);
+    const RowChainForm form = row_chain_form(plan, iso.outputs);
 
     // 1. Per GPU family, the ladder's programs in one CUDA source, compiled once.
     ExternStageInfo info;
@@ -75,6 +76,7 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
     d.name = stage;
     d.jit = !opt.aot;
     std::vector<tir::TensorParam> tensors;  // the first program's, in kernel order
+    std::vector<std::string> int_params;
     for (const ArchTarget &a : stage_targets(opt)) {
         const size_t holder = d.sets.size();
         std::string cuda;
@@ -83,11 +85,14 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
         // The element type decides the vector width, so the ladder: read it from a first lowering.
         {
             const tir::Program p0 =
-                build_row_chain(plan, iso.outputs, a.arch, default_row_chain_shape(a.arch, x_type, 0));
+                build_row_chain(plan, iso.outputs, a.arch, default_row_chain_shape(a.arch, x_type, 0, form));
             x_type = p0.kernels.at(0).tensors.at(0).elem;
-            if (tensors.empty()) tensors = p0.kernels.at(0).tensors;
+            if (tensors.empty()) {
+                tensors = p0.kernels.at(0).tensors;
+                int_params = p0.kernels.at(0).int_params;
+            }
         }
-        for (const Rung &r : ladder(a.arch, x_type, streams)) {
+        for (const Rung &r : ladder(a.arch, x_type, form)) {
             tir::Program p = build_row_chain(plan, iso.outputs, a.arch, r.shape);
             tir::Kernel &k = p.kernels.at(0);
             k.name = "row_chain_" + (r.max_cols ? std::to_string(r.max_cols) : std::string("any"));
@@ -134,15 +139,17 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
         if (in.extents)
             for (size_t k = 0; k < t.dims.size(); k++) extent_of.emplace(t.dims[k], (*in.extents)[k]);
     }
-    for (const char *e : {"rows", "cols"})
+    // The kernels' int parameters: the extents of x's dimensions, by name.
+    std::vector<Halide::Expr> scalars;
+    for (const std::string &e : int_params) {
         if (!extent_of.count(e))
-            fail(std::string("the extent ") + e +
+            fail("the extent " + e +
                  " is in no input buffer (the group reads Funcs); pass "
                  "ExternOptions::extents[\"" +
                  e + "\"]");
-    const std::vector<Halide::Expr> scalars = {Halide::cast<int32_t>(extent_of.at("rows")),
-                                               Halide::cast<int32_t>(extent_of.at("cols"))};
-    d.scalars = {"rows", "cols"};
+        scalars.push_back(Halide::cast<int32_t>(extent_of.at(e)));
+    }
+    d.scalars = int_params;
     auto output_tensor = [&](const Halide::Func &o) -> const tir::TensorParam & {
         for (const tir::TensorParam &t : tensors)
             if (t.output && t.name == base_name(o.name())) return t;

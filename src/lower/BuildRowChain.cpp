@@ -24,9 +24,14 @@ DType dtype_of(const Halide::Type &t) {
     return DType::I32;
 }
 
-// The column and row of the chain while an expression is analysed: placeholders bound per kernel.
+// Placeholders of an analysed expression, bound per kernel (Builder::bind): the reduced axis's index,
+// row variable i's value, the row's flat index, and the extents of x's dimension j and of the row's
+// dimension i (named once the reduced axis is known).
 const char *const kCol = "rc.col";
-const char *const kRow = "rc.row";
+const char *const kFlat = "rc.flat";
+Expr row_ph(size_t i) { return int_var("rc.row." + std::to_string(i)); }
+Expr x_extent_ph(size_t j) { return int_var("rc.xext." + std::to_string(j)); }
+Expr row_extent_ph(size_t i) { return int_var("rc.rext." + std::to_string(i)); }
 
 // An input buffer used as a Func is a wrapper Func (x_im(c, r) = x(c, r)): read the buffer.
 const HI::Call *input_of(const HI::Call *op) {
@@ -44,23 +49,26 @@ public:
         if (plan_.stages.empty()) fail("the group has no stages");
         const std::vector<std::string> &args0 = plan_.stages[0].args;
         for (const FusedStage &s : plan_.stages) {
-            if (s.args.size() != 1)
-                fail(s.name + " is indexed by " + std::to_string(s.args.size()) +
-                     " variables: row chains reduce the innermost axis of rows indexed by one variable (a middle "
-                     "axis, or rows over several dimensions, are not lowered yet)");
-            if (s.args != args0) fail(s.name + "'s variable must be named as " + plan_.stages[0].name + "'s");
-            for (auto &[p, where] : s.producer_args)
-                if (where.size() != 1 || !HI::equal(where[0], HI::Variable::make(Halide::Int(32), s.args[0])))
-                    fail(s.name + " reads " + p + " at another row than its own");
+            if (s.args.empty())
+                fail(s.name + " reduces to one value: row chains reduce one axis of x and keep at least one other");
+            if (s.args != args0) fail(s.name + "'s variables must be named as " + plan_.stages[0].name + "'s");
+            for (auto &[p, where] : s.producer_args) {
+                bool own = where.size() == s.args.size();
+                for (size_t i = 0; own && i < where.size(); i++)
+                    own = HI::equal(where[i], HI::Variable::make(Halide::Int(32), s.args[i]));
+                if (!own) fail(s.name + " reads " + p + " at another row than its own");
+            }
         }
-        row_var_ = args0[0];
+        row_vars_ = args0;
+        std::map<std::string, Expr> vars = {{plan_.rvar, int_var(kCol)}};
+        for (size_t i = 0; i < row_vars_.size(); i++) vars[row_vars_[i]] = row_ph(i);
         for (const FusedStage &s : plan_.stages) names_[s.name] = unique(base_name(s.name));
-        // x: the input every stage reads at (column, row).
+        // x: the input every stage reads at (row variables, with the reduced one at its axis).
         for (const FusedStage &s : plan_.stages) {
             Stage st;
             st.st = &s;
             st.name = names_.at(s.name);
-            st.term = analyse(s.map, s.name, plan_.rvar, row_var_);
+            st.term = analyse(s.map, s.name, vars);
             st.raw = st.term;
             for (const std::string &p : s.producers) {
                 const Reducer pr = plan_.stage(p).reducer;
@@ -73,7 +81,8 @@ public:
             if (!HI::is_const(s.init)) fail(s.name + "'s initial value must be a constant");
             stages_.push_back(st);
         }
-        if (x_.empty()) fail("no stage reads an input at (" + plan_.rvar + ", " + row_var_ + "): nothing to reduce");
+        if (x_.empty())
+            fail("no stage reads an input at its row with " + plan_.rvar + " along one axis: nothing to reduce");
         for (const Halide::Func &o : outputs_) output(o);
         if (outs_.empty()) fail("the group has no outputs");
     }
@@ -86,31 +95,61 @@ public:
         return true;
     }
 
+    bool strided() {
+        recognise();
+        return axis_ > 0;
+    }
+
     Program build(GpuArch arch, const RowChainShape &shape) {
         recognise();
         shape_ = shape;
+        if (shape.strided != (axis_ > 0) || (shape.strided && (shape.vector != 1 || shape.cluster != 1)))
+            throw InternalError("build_row_chain: the shape's layout does not fit a reduction over x's axis " +
+                                std::to_string(axis_));
         Kernel k;
         k.name = "row_chain";
-        k.warps = shape.rows_per_block * shape.threads_per_row / 32;
+        k.warps = std::max(1, shape.rows_per_block * shape.threads_per_row / 32);
         k.strip_threads = shape.threads_per_row;
         k.strip_vector = shape.vector;
+        k.strip_lanes_along_rows = shape.strided;
         k.min_blocks_per_sm = shape.min_blocks;
         k.int_params = {"rows", "cols"};
-        if (shape.cluster > 1) {
+        for (size_t j = 0; j < x_dims_; j++)
+            if (dim_name(j) != "rows" && dim_name(j) != "cols") k.int_params.push_back(dim_name(j));
+        if (shape.strided) {
+            // Blocks of R consecutive rows of one plane: the rows below the reduced axis are contiguous.
+            Expr inner = 1, planes = 1;
+            for (size_t j = 0; j < x_dims_; j++) {
+                if (j < size_t(axis_)) inner = inner * int_var(dim_name(j));
+                if (j > size_t(axis_)) planes = planes * int_var(dim_name(j));
+            }
+            const int r = shape.rows_per_block;
+            const Expr tiles = (HI::simplify(inner) + r - 1) / r;
+            k.grid_x = HI::simplify(tiles * planes);
+            k.scalars = {{"inner", HI::simplify(inner)},
+                         {"plane", int_var("block_x") / tiles},
+                         {"d0", (int_var("block_x") % tiles) * r},
+                         {"row0", int_var("plane") * int_var("inner") + int_var("d0")},
+                         {"valid_rows", int_var("inner") - int_var("d0")}};
+        } else if (shape.cluster > 1) {
             // Block q of a row's cluster holds the row's q-th strip of columns.
             k.cluster_x = Expr(shape.cluster);
-            k.grid_x = int_var("rows") * shape.cluster;
+            k.grid_x = all_rows() * shape.cluster;
             k.scalars = {{"row0", int_var("block_x") / shape.cluster},
                          {kRank, int_var("block_x") % shape.cluster},
-                         {"valid_rows", int_var("rows") - int_var("row0")}};
+                         {"valid_rows", all_rows() - int_var("row0")}};
         } else {
-            k.grid_x = (int_var("rows") + shape.rows_per_block - 1) / shape.rows_per_block;
+            k.grid_x = (all_rows() + shape.rows_per_block - 1) / shape.rows_per_block;
             k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
-                         {"valid_rows", int_var("rows") - int_var("row0")}};
+                         {"valid_rows", all_rows() - int_var("row0")}};
         }
-        k.tensors.push_back({x_, x_type_, false, "", {"cols", "rows"}});
+        std::vector<std::string> x_dims;
+        for (size_t j = 0; j < x_dims_; j++) x_dims.push_back(dim_name(j));
+        k.tensors.push_back({x_, x_type_, false, "", x_dims});
         for (auto &[name, t] : other_inputs_)
-            k.tensors.push_back({name, t, false, "", {one_d_by_col_.at(name) ? "cols" : "rows"}});
+            k.tensors.push_back(
+                {name, t, false, "",
+                 by_col_.at(name) ? std::vector<std::string>{"cols"} : row_dims(by_row_dims_.at(name))});
         k.values["x_t"] = strip();
         for (const Stage &s : stages_) k.values[s.name] = row_vec();
         Block &b = k.body;
@@ -231,9 +270,9 @@ private:
                 k.values[v] = strip();
                 tiles.push_back(with_role(
                     bounded(make_map(v, bind(o.value, shape.chunked), "output " + o.tensor), true), Role::Epilogue));
-                tiles.push_back(make_store(v, o.tensor,
-                                           HI::simplify(int_var("row0") * int_var("cols") + chunk0(shape.chunked)),
-                                           int_var("cols"), int_var("valid_rows"), valid_cols(shape.chunked)));
+                tiles.push_back(
+                    x_slice(make_store(v, o.tensor, Expr(), Expr(), int_var("valid_rows"), valid_cols(shape.chunked)),
+                            shape.chunked));
             } else {
                 k.values[v] = row_vec();
                 b.push_back(with_role(bounded(make_row_map(v, bind(o.value, false), "output " + o.tensor), false),
@@ -244,9 +283,12 @@ private:
                                       : int_var("valid_rows");
                 b.push_back(make_row_store(v, o.tensor, int_var("row0"), rows));
             }
-            k.tensors.push_back(
-                {o.tensor, o.dtype, true, "",
-                 o.per_element ? std::vector<std::string>{"cols", "rows"} : std::vector<std::string>{"rows"}});
+            std::vector<std::string> dims = row_dims(row_vars_.size());
+            if (o.per_element) {
+                dims.clear();
+                for (size_t j = 0; j < x_dims_; j++) dims.push_back(dim_name(j));
+            }
+            k.tensors.push_back({o.tensor, o.dtype, true, "", dims});
         }
         if (tiles.size() > (shape.chunked ? 1u : 0u)) append(b, tiles, shape.chunked);
     }
@@ -256,7 +298,7 @@ private:
     struct Stage {
         const FusedStage *st;
         std::string name;
-        Expr term;  // over kX, stage names (row vectors), kCol, kRow
+        Expr term;  // over kX, stage names (row vectors) and the placeholders
         Expr raw;  // term with the producers as the plan's symbols (the repair's variables)
         ReduceOp op = ReduceOp::Sum;
     };
@@ -288,7 +330,9 @@ private:
 
     std::string unique(const std::string &n) {
         std::string r = n;
-        for (int k = 2; used_.count(r) || r == "x_t" || r == "row0" || r == "valid_rows" || r == kRank; k++)
+        for (int k = 2; used_.count(r) || r == "x_t" || r == "row0" || r == "valid_rows" || r == kRank ||
+                        r == "plane" || r == "d0" || r == "inner";
+             k++)
             r = n + std::to_string(k);
         used_.insert(r);
         return r;
@@ -307,8 +351,43 @@ private:
     Expr valid_cols(bool chunked) const { return HI::simplify(int_var("cols") - chunk0(chunked)); }
 
     Stmt load_x(bool chunked) const {
-        return make_load("x_t", x_, HI::simplify(int_var("row0") * int_var("cols") + chunk0(chunked)), int_var("cols"),
-                         int_var("valid_rows"), valid_cols(chunked));
+        return x_slice(make_load("x_t", x_, Expr(), Expr(), int_var("valid_rows"), valid_cols(chunked)), chunked);
+    }
+    // A load or store of the block's rows of x's shape: rows contiguous with their columns strided by
+    // the rows below the reduced axis (strided layout), or each row's columns contiguous.
+    Stmt x_slice(const Stmt &s, bool chunked) const {
+        return with(s, [&](Node &n) {
+            if (shape_.strided) {
+                n.base = HI::simplify(int_var("plane") * int_var("inner") * int_var("cols") + int_var("d0") +
+                                      chunk0(chunked) * int_var("inner"));
+                n.row_stride = 1;
+                n.col_stride = int_var("inner");
+            } else {
+                n.base = HI::simplify(int_var("row0") * int_var("cols") + chunk0(chunked));
+                n.row_stride = int_var("cols");
+            }
+        });
+    }
+
+    // x's dimension j by name: the reduced axis "cols"; the others "rows", "rows2", ... (below the
+    // reduced axis, or every one when it is innermost) and "planes", "planes2", ... above it.
+    std::string dim_name(size_t j) const {
+        if (int(j) == axis_) return "cols";
+        const bool above = axis_ > 0 && int(j) > axis_;
+        const size_t n = above ? j - size_t(axis_) : axis_ == 0 ? j : j + 1;
+        return std::string(above ? "planes" : "rows") + (n > 1 ? std::to_string(n) : "");
+    }
+    // The names of the first n row dimensions (x's dimensions without the reduced one).
+    std::vector<std::string> row_dims(size_t n) const {
+        std::vector<std::string> r;
+        for (size_t i = 0; i < n; i++) r.push_back(dim_name(i < size_t(axis_) ? i : i + 1));
+        return r;
+    }
+    // The rows of the innermost-axis layout: the product of the row dimensions.
+    Expr all_rows() const {
+        Expr r;
+        for (const std::string &d : row_dims(row_vars_.size())) r = r.defined() ? r * int_var(d) : int_var(d);
+        return r;
     }
 
     // dst = op(dst, op over the row of src): over the strip, then (a row over a cluster) over the
@@ -350,11 +429,25 @@ private:
         b.push_back(make_loop("j", Expr(0), chunks, {}, step));
     }
 
-    // The placeholders bound for the kernel: the row is row0 + row, the column col (+ the chunk's first).
+    // The placeholders bound for the kernel: the column is col (+ the chunk's first); the flat row
+    // row0 + row; the row variables from it (innermost axis) or from the row within its plane and the
+    // plane (strided layout), the first dimension fastest.
     Expr bind(const Expr &e, bool chunked) const {
         std::map<std::string, Expr> m;
-        m[kRow] = int_var("row0") + int_var("row");
         m[kCol] = int_var("col") + chunk0(chunked);
+        m[kFlat] = int_var("row0") + int_var("row");
+        const std::vector<std::string> dims = row_dims(row_vars_.size());
+        const size_t below = shape_.strided ? size_t(axis_) : dims.size();  // the dimensions of the flat row
+        for (size_t part = 0; part < 2; part++) {
+            const size_t first = part ? below : 0, last = part ? dims.size() : below;
+            Expr index = part ? int_var("plane") : shape_.strided ? int_var("d0") + int_var("row") : m[kFlat];
+            for (size_t i = first; i < last; i++) {
+                m["rc.row." + std::to_string(i)] = i + 1 < last ? index % int_var(dims[i]) : index;
+                index = index / int_var(dims[i]);
+            }
+        }
+        for (size_t j = 0; j < x_dims_; j++) m["rc.xext." + std::to_string(j)] = int_var(dim_name(j));
+        for (size_t i = 0; i < dims.size(); i++) m["rc.rext." + std::to_string(i)] = int_var(dims[i]);
         class Extents : public HI::IRGraphVisitor {
         public:
             std::set<std::string> names;
@@ -373,23 +466,25 @@ private:
 
     // The extents of the inputs as the kernel's parameters.
     Expr extent(const std::string &tensor, int dim) const {
-        if (tensor == x_) return int_var(dim == 0 ? "cols" : "rows");
-        auto it = one_d_by_col_.find(tensor);
-        if (it == one_d_by_col_.end()) fail("cannot tell the extent of input " + tensor);
-        return int_var(it->second ? "cols" : "rows");
+        if (tensor == x_ && dim >= 0 && size_t(dim) < x_dims_) return int_var(dim_name(size_t(dim)));
+        auto it = by_col_.find(tensor);
+        if (it == by_col_.end() || (it->second && dim != 0) || (!it->second && dim >= by_row_dims_.at(tensor)))
+            fail("cannot tell the extent of input " + tensor + "'s dimension " + std::to_string(dim));
+        return int_var(it->second ? "cols" : dim_name(size_t(dim) < size_t(axis_) ? size_t(dim) : size_t(dim) + 1));
     }
 
     /** `e` (a stage's map or an output's value) over the placeholders: x at (column, row) is the strip,
      * other input reads flat tensor reads, stages row vectors, pure Funcs inlined. */
-    Expr analyse(const Expr &e, const std::string &who, const std::string &col, const std::string &row) {
+    Expr analyse(const Expr &e, const std::string &who, const std::map<std::string, Expr> &vars) {
         class Analyse : public HI::IRMutator {
         public:
             Builder *b;
-            std::string who, col, row;
+            std::string who;
+            const std::map<std::string, Expr> *vars;
             using HI::IRMutator::visit;
             Expr visit(const HI::Variable *op) override {
-                if (op->name == col) return int_var(kCol);
-                if (op->name == row) return int_var(kRow);
+                auto v = vars->find(op->name);
+                if (v != vars->end()) return v->second;
                 if (op->name.find(".min.") != std::string::npos) return Expr(0);
                 return op;  // a producer's value, or an input's extent (bound per kernel)
             }
@@ -405,13 +500,13 @@ private:
                     b->requirements_.push_back(mutate(op->args[0]));
                     return mutate(op->args[1]);
                 }
-                if (const HI::Call *in = input_of(op)) return b->input(in, op->args, who, col, row, this);
+                if (const HI::Call *in = input_of(op)) return b->input(in, op->args, who, this);
                 if (op->call_type == HI::Call::Halide) {
                     for (const FusedStage &s : b->plan_.stages)
                         if (s.name == op->name) {
-                            const Expr a = mutate(op->args[0]);
-                            if (!HI::equal(a, int_var(kRow)))
-                                b->fail(who + " reads " + s.name + " at another row than its own");
+                            std::vector<Expr> a;
+                            for (const Expr &x : op->args) a.push_back(mutate(x));
+                            if (!b->at_row(a)) b->fail(who + " reads " + s.name + " at another row than its own");
                             return fvar(b->names_.at(s.name));
                         }
                     const HI::Function f(op->func);
@@ -428,71 +523,121 @@ private:
         } a;
         a.b = this;
         a.who = who;
-        a.col = col;
-        a.row = row;
+        a.vars = &vars;
         return a.mutate(HI::substitute_in_all_lets(e));
     }
 
-    // An input read at `args`: x at (column, row) is the strip; anything else a flat read.
+    // Whether `args` are the row variables' placeholders, in order.
+    bool at_row(const std::vector<Expr> &args) const {
+        if (args.size() != row_vars_.size()) return false;
+        for (size_t i = 0; i < args.size(); i++)
+            if (!HI::equal(args[i], row_ph(i))) return false;
+        return true;
+    }
+    // The axis of `args` (x's rank: the row placeholders in order with one more argument) that is not
+    // a row variable's, or -1; every other axis must be its row variable's.
+    int odd_axis(const std::vector<Expr> &args) const {
+        if (args.size() != row_vars_.size() + 1) return -1;
+        for (size_t k = 0; k < args.size(); k++) {
+            std::vector<Expr> rest = args;
+            rest.erase(rest.begin() + std::ptrdiff_t(k));
+            if (at_row(rest) && !HI::equal(args[k], row_ph(k < row_vars_.size() ? k : 0))) return int(k);
+        }
+        return -1;
+    }
+
+    // An input read at `args`: x at its row along the reduced axis is the strip; x at its row and
+    // one other column a gather; inputs with a value per row or per column flat reads.
     template <typename M>
-    Expr input(const HI::Call *in, const std::vector<Expr> &raw_args, const std::string &who, const std::string &col,
-               const std::string &row, M *m) {
+    Expr input(const HI::Call *in, const std::vector<Expr> &raw_args, const std::string &who, M *m) {
         std::vector<Expr> args;
         for (const Expr &a : raw_args) args.push_back(m->mutate(a));
         const std::string &t = in->name;
-        const bool at_cell = args.size() == 2 && HI::equal(args[0], int_var(kCol)) && HI::equal(args[1], int_var(kRow));
-        if (at_cell && (x_.empty() || x_ == t)) {
+        const int k = odd_axis(args);
+        if (k >= 0 && (x_.empty() || x_ == t)) {
             if (x_.empty()) {
                 x_ = t;
                 x_type_ = dtype_of(in->type);
+                x_dims_ = args.size();
                 if (x_type_ == DType::I32)
                     fail(who + " reduces " + t + ", an integer input: row chains reduce f16, bf16 or f32 inputs");
             }
-            return fvar(kX);
-        }
-        if (args.size() == 2) {
-            if (!x_.empty() && x_ != t)
-                fail(who + " reads a second 2-D input " + t + " (beside " + x_ +
-                     "): row chains reduce one input (a dot product is another pattern)");
-            if (x_.empty()) {
-                x_ = t;
-                x_type_ = dtype_of(in->type);
+            if (HI::equal(args[size_t(k)], int_var(kCol))) {
+                if (axis_ >= 0 && axis_ != k)
+                    fail(who + " reads " + t + " with " + plan_.rvar + " along axis " + std::to_string(k) +
+                         " where another read has it along axis " + std::to_string(axis_));
+                axis_ = k;
+                return fvar(kX);
             }
-            if (!HI::expr_uses_var(args[1], kRow) || HI::expr_uses_var(args[1], kCol))
-                fail(who + " reads " + t + " at a row other than its own");
+            if (HI::expr_uses_var(args[size_t(k)], kCol))
+                fail(who + " reads " + t + " at a column computed from " + plan_.rvar +
+                     ": row chains read x along the reduced axis as it is");
+            if (axis_ >= 0 && axis_ != k)
+                fail(who + " reads " + t + " at a computed index on axis " + std::to_string(k) +
+                     ", which is not the reduced axis (" + std::to_string(axis_) + ")");
             // A gather: one element of the row, e.g. cross-entropy's logit of the label.
-            return HI::Call::make(in->type, t, {args[1] * int_var("cols") + args[0]}, HI::Call::Image, in->func, 0,
-                                  in->image, in->param);
+            Expr flat = 0, stride = 1;
+            for (size_t j = 0; j < args.size(); j++) {
+                flat = flat + args[j] * stride;
+                stride = stride * x_extent_ph(j);
+            }
+            return HI::Call::make(in->type, t, {HI::simplify(flat)}, HI::Call::Image, in->func, 0, in->image,
+                                  in->param);
         }
-        if (args.size() != 1)
+        if (args.size() == row_vars_.size() + 1) {
+            if (!x_.empty() && x_ != t)
+                fail(who + " reads a second " + std::to_string(args.size()) + "-D input " + t + " (beside " + x_ +
+                     "): row chains reduce one input (a dot product is another pattern)");
+            fail(who + " reads " + t + " at a row other than its own");
+        }
+        const bool by_col = args.size() == 1 && HI::expr_uses_var(args[0], kCol);
+        bool uses_col = false;
+        for (const Expr &a : args) uses_col = uses_col || HI::expr_uses_var(a, kCol);
+        if (by_col) {
+            for (size_t i = 0; i < row_vars_.size(); i++)
+                if (HI::expr_uses_var(args[0], "rc.row." + std::to_string(i)))
+                    fail(who + " reads " + t + " at an index that is neither the column nor the row alone");
+        } else if (uses_col || args.size() != row_vars_.size()) {
             fail(who + " reads " + t + " of " + std::to_string(args.size()) +
-                 " dimensions: row chains read x(c, r) and 1-D inputs indexed by c or r");
-        const bool by_col = HI::expr_uses_var(args[0], kCol), by_row = HI::expr_uses_var(args[0], kRow);
-        if (by_col == by_row) fail(who + " reads " + t + " at an index that is neither the column nor the row alone");
-        auto it = one_d_by_col_.find(t);
-        if (it != one_d_by_col_.end() && it->second != by_col)
-            fail(t + " is read both along the row and along the columns");
-        one_d_by_col_[t] = by_col;
+                 " dimensions: row chains read x, inputs with a value per row (indexed by the " +
+                 std::to_string(row_vars_.size()) + " row variables) and 1-D inputs along " + plan_.rvar);
+        }
+        auto it = by_col_.find(t);
+        if (it != by_col_.end() && it->second != by_col) fail(t + " is read both along the row and along the columns");
+        by_col_[t] = by_col;
+        by_row_dims_[t] = int(args.size());
         other_inputs_[t] = dtype_of(in->type);
-        (void)col;
-        (void)row;
-        return HI::Call::make(in->type, t, {args[0]}, HI::Call::Image, in->func, 0, in->image, in->param);
+        if (by_col) return HI::Call::make(in->type, t, {args[0]}, HI::Call::Image, in->func, 0, in->image, in->param);
+        // A value per row: at the row's flat index, or at indices computed from the row's variables.
+        Expr flat = int_var(kFlat);
+        if (!at_row(args)) {
+            Expr stride = 1;
+            flat = 0;
+            for (size_t i = 0; i < args.size(); i++) {
+                flat = flat + args[i] * stride;
+                stride = stride * row_extent_ph(i);
+            }
+        }
+        return HI::Call::make(in->type, t, {HI::simplify(flat)}, HI::Call::Image, in->func, 0, in->image, in->param);
     }
 
     void output(const Halide::Func &o) {
         const HI::Function fn = o.function();
         if (fn.has_update_definition()) fail("output " + o.name() + " must be a pure Func");
-        const size_t n = fn.args().size();
-        if (n != 1 && n != 2)
-            fail("output " + o.name() + " must be indexed by (r) (per row) or (c, r) (per element), not " +
-                 std::to_string(n) + " variables");
+        const size_t n = fn.args().size(), nr = row_vars_.size();
+        if (n != nr && n != nr + 1)
+            fail("output " + o.name() + " must be indexed by the " + std::to_string(nr) +
+                 " row variables (per row) or by " + std::to_string(nr + 1) + " variables as x is (per element), not " +
+                 std::to_string(n));
         Output out;
         out.tensor = base_name(o.name());
         out.dtype = dtype_of(fn.output_types()[0]);
         if (out.dtype == DType::I32) fail("output " + o.name() + " is an integer; row chains write f16, bf16 or f32");
-        out.per_element = n == 2;
-        Expr v = analyse(fn.values()[0], "output " + o.name(), n == 2 ? fn.args()[0] : std::string("\x01"),
-                         fn.args()[n - 1]);
+        out.per_element = n == nr + 1;
+        std::map<std::string, Expr> vars;
+        for (size_t j = 0, i = 0; j < n; j++)
+            vars[fn.args()[j]] = out.per_element && int(j) == axis_ ? int_var(kCol) : row_ph(i++);
+        Expr v = analyse(fn.values()[0], "output " + o.name(), vars);
         while (const HI::Cast *c = v.as<HI::Cast>()) v = c->value;
         if (!out.per_element && HI::expr_uses_var(v, kX))
             fail("output " + o.name() + " is per row but reads " + x_ + " at every column");
@@ -513,7 +658,9 @@ private:
     const FusedPlan &plan_;
     const std::vector<Halide::Func> &outputs_;
     RowChainShape shape_;
-    std::string row_var_;
+    std::vector<std::string> row_vars_;  // the stages' variables: a row of x is one value of each
+    int axis_ = -1;  // x's reduced axis (0: innermost)
+    size_t x_dims_ = 0;
     std::map<std::string, std::string> names_;
     std::set<std::string> used_;
     std::vector<Stage> stages_;
@@ -522,7 +669,8 @@ private:
     std::string x_;
     DType x_type_ = DType::F16;
     std::map<std::string, DType> other_inputs_;
-    std::map<std::string, bool> one_d_by_col_;
+    std::map<std::string, bool> by_col_;  // the other inputs: along the reduced axis, or a value per row
+    std::map<std::string, int> by_row_dims_;  // their dimensions (the first row dimensions)
 };
 
 }  // namespace
@@ -545,10 +693,12 @@ void block_per_row(RowChainShape &s, int64_t cols, int per_thread) {
 }  // namespace
 
 RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols) {
-    return default_row_chain_shape(arch, dtype, cols, false);
+    return default_row_chain_shape(arch, dtype, cols, RowChainForm());
 }
 
-RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, bool streams) {
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form) {
+    if (form.strided) return strided_row_chain_shape(cols);
+    const bool streams = form.streams;
     RowChainShape s;
     s.vector = 16 / dtype_bytes(dtype);
     const int per_thread = 32;  // f32 registers per thread for the strip: x stays on chip up to this
@@ -597,8 +747,29 @@ RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluste
     return s;
 }
 
-bool row_chain_streams(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
-    return Builder(plan, outputs).streams();
+RowChainForm row_chain_form(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
+    Builder b(plan, outputs);
+    RowChainForm f;
+    f.streams = b.streams();
+    f.strided = b.strided();
+    return f;
+}
+
+RowChainShape strided_row_chain_shape(int64_t cols) {
+    RowChainShape s;
+    s.strided = true;
+    s.vector = 1;
+    s.rows_per_block = 32;
+    if (cols > 0 && cols <= 32 * 32) {
+        s.threads_per_row = 1;
+        while (s.threads_per_row * 32 < cols) s.threads_per_row *= 2;
+        s.vectors = int((cols + s.threads_per_row - 1) / s.threads_per_row);
+        return s;
+    }
+    s.threads_per_row = 32;
+    s.vectors = 16;
+    s.chunked = true;
+    return s;
 }
 
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {

@@ -1,10 +1,12 @@
 #ifndef NEPTUNE_LOWER_BUILD_ROW_CHAIN_H
 #define NEPTUNE_LOWER_BUILD_ROW_CHAIN_H
 /** \file
- * The row-chain pattern: a fused group whose stages all reduce over the innermost axis of one input
- * x(c, r) (softmax, log-sum-exp, cross-entropy, LayerNorm, RMSNorm), with outputs per row (lse(r),
- * loss(r)) or per element (y(c, r)). Each block owns whole rows, laid out as row strips (a warp or
- * the block per row, 16-byte vectors per thread); see docs/design/lowering.md, "Patterns". */
+ * The row-chain pattern: a fused group whose stages all reduce one axis of one input x (softmax,
+ * log-sum-exp, cross-entropy, LayerNorm, RMSNorm, and chains over a middle axis), a row being one
+ * value of each other variable, with outputs per row (lse(r), loss(r)) or per element (y(c, r)).
+ * Each block owns whole rows, laid out as row strips: a warp or the block per row with 16-byte
+ * vectors per thread when the reduced axis is innermost; 32 consecutive rows per block, a column at
+ * a time, when it is not. See docs/design/lowering.md, "Patterns". */
 #include <string>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct RowChainShape {
     bool chunked = false;  // the row does not fit the strip: loop over column chunks
     int cluster = 1;  // blocks per row (sm_90 clusters, up to 8): block q of a row holds its q-th cols() columns
     int min_blocks = 0;  // blocks per SM the register allocation must allow (0: no bound)
+    // The reduced axis is not innermost: rows_per_block consecutive rows on consecutive threads,
+    // threads_per_row (1 to 32) per row, each holding `vectors` single columns (vector 1).
+    bool strided = false;
     int cols() const { return threads_per_row * vector * vectors; }
 };
 
@@ -30,24 +35,34 @@ struct RowChainShape {
  * block; longer rows a block per row, up to 1024 threads; on sm_90a rows of up to eight such blocks a
  * cluster of blocks per row; longer still, the chunked form over 16384-column chunks. */
 RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols);
-/** As above for a chain whose chunked form `streams` (reads x once: every output per row and every
- * stage online, log-sum-exp's and cross-entropy's): long rows take that form, not a cluster, which
- * pays synchronisation for no saved traffic. */
-RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, bool streams);
+/** What decides a chain's kernel shape beside its row length. */
+struct RowChainForm {
+    // The chunked form reads x once (every output per row and every stage online: log-sum-exp's
+    // and cross-entropy's): long rows take that form, not a cluster, which pays synchronisation
+    // for no saved traffic.
+    bool streams = false;
+    bool strided = false;  // the reduced axis is not x's innermost: the strided layout
+};
+/** As above for a chain of the given form. Strided: 32 rows per block and the fewest threads per row
+ * (a power of two up to 32) that hold up to 32 columns each; longer rows loop over 512-column chunks. */
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form);
+/** The strided layout's shape for rows of `cols` elements (0: any; default_row_chain_shape). */
+RowChainShape strided_row_chain_shape(int64_t cols);
 /** The shape with `threads` per row (a power of two from 32 to 1024) and `cluster` blocks per row (1
  * to 8; above 1, sm_90a): a warp per row takes four rows per block; rows longer than 32 elements per
  * thread (64 of 16 bits) loop over chunks. */
 RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluster = 1);
 
-/** Whether the chunked form of the plan's row chain reads x once (see default_row_chain_shape). */
-bool row_chain_streams(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
+/** The plan's row chain's form (see default_row_chain_shape). */
+RowChainForm row_chain_form(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
 
 /** Why the plan is not a row chain, in words a user can act on; empty when it is. */
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
 
-/** The row-chain program (one kernel): the int parameters are "rows" and "cols" (x's extents, x
- * read as rows x cols elements, rows contiguous); the tensors are the group's inputs and outputs by
- * their Halide names. Throws CompileError naming the Func and construct it cannot lower. */
+/** The row-chain program (one kernel): the int parameters are x's extents, "cols" the reduced axis's
+ * and "rows", "rows2", ... the others' (those above a reduced middle axis "planes", "planes2", ...),
+ * x dense; the tensors are the group's inputs and outputs by their Halide names, each with its
+ * dimensions' names. Throws CompileError naming the Func and construct it cannot lower. */
 tir::Program build_row_chain(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, GpuArch arch,
                              const RowChainShape &shape);
 

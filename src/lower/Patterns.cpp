@@ -42,8 +42,9 @@ tir::Program build_pattern(const FusedPlan &plan, const std::vector<Halide::Func
     const PatternMatch m = match_pattern(plan, outputs, opt);
     if (!m) throw CompileError(plan.directive + ": " + m.why());
     if (m.kind == PatternKind::Attention) return build_tile_program(plan, outputs, opt);
-    RowChainShape shape = default_row_chain_shape(opt.arch, opt.dtype, opt.row_cols, row_chain_streams(plan, outputs));
-    if (opt.row_threads || opt.row_cluster)
+    const RowChainForm form = row_chain_form(plan, outputs);
+    RowChainShape shape = default_row_chain_shape(opt.arch, opt.dtype, opt.row_cols, form);
+    if (!form.strided && (opt.row_threads || opt.row_cluster))
         shape = row_chain_shape(opt.dtype, opt.row_cols, opt.row_threads ? opt.row_threads : shape.threads_per_row,
                                 opt.row_cluster ? opt.row_cluster : shape.cluster);
     return build_row_chain(plan, outputs, opt.arch, shape);

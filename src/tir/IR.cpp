@@ -340,8 +340,8 @@ Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
 
 Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body) {
     return with(s, [&](Node &n) {
-        for (Halide::Expr *e : {&n.base, &n.row_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane, &n.row,
-                                &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
+        for (Halide::Expr *e : {&n.base, &n.row_stride, &n.col_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane,
+                                &n.row, &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
             if (e->defined()) *e = f(*e);
         if (with_body)
             for (Stmt &b : n.body) b = with_exprs(b, f, true);

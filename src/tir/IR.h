@@ -185,10 +185,12 @@ using Block = std::vector<Stmt>;
 /** One statement. Fields unused by a kind stay empty; the make_* builders below fill exactly the
  * ones each kind reads, and verify() checks them. Semantics (the interpreter and the CUDA emitter
  * implement exactly these):
- *  TileLoad   dst[r][c] = tensor[base + r * row_stride + c] for r < valid_rows, c < valid_cols, else 0.
+ *  TileLoad   dst[r][c] = tensor[base + r * row_stride + c * col_stride] for r < valid_rows,
+ *             c < valid_cols, else 0 (col_stride 1 unless defined: only row strips stride columns).
  *             dst is a shared tile of the tensor's element type, or an f32 register tile of an f32 tensor,
  *             or a row strip of an f16, bf16 or f32 tensor (the values converted to f32 exactly).
- *  TileStore  tensor[base + r * row_stride + c] = round(src[r][c]) for r < valid_rows, c < valid_cols.
+ *  TileStore  tensor[base + r * row_stride + c * col_stride] = round(src[r][c]) for r < valid_rows,
+ *             c < valid_cols.
  *  RowLoad    dst[r] = tensor[base + r * row_stride] for r < valid_rows, else `value` (a constant).
  *  RowStore   tensor[base + r] = src[r] for r < valid_rows (f32 tensors; from a strip row vector also
  *             f16 and bf16 tensors, the value rounded to nearest even).
@@ -245,6 +247,7 @@ struct Node {
     std::string tensor;  // TileLoad, TileStore, RowStore, LastArrival (the counters)
     Halide::Expr base;  // element offset of the slice's row 0 in the tensor (LastArrival: the counter)
     Halide::Expr row_stride;  // elements between rows (TileLoad, TileStore)
+    Halide::Expr col_stride;  // row-strip TileLoad, TileStore: elements between columns (undefined: 1)
     Halide::Expr valid_rows, valid_cols;  // TileLoad/TileStore/RowStore bounds
     Halide::Expr value;  // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
     ReduceOp op = ReduceOp::Sum;  // TileReduce
@@ -354,6 +357,10 @@ struct Kernel {
     int min_blocks_per_sm = 0;  // __launch_bounds__ occupancy hint (0: none); caps registers
     int strip_threads = 0;  // row-strip kernels: threads holding one row (32: a warp per row; the block)
     int strip_vector = 0;  // row-strip kernels: consecutive columns per thread and vector (16 bytes of input)
+    // Row-strip kernels whose columns are strided in memory (a reduction over a middle axis): the
+    // block's consecutive threads hold consecutive rows, so a warp's loads of one column are
+    // coalesced; thread t of row r is threadIdx.x = t * R + r for R rows per block; vectors of 1.
+    bool strip_lanes_along_rows = false;
     int rows() const { return 16 * warps; }
     int threads() const { return 32 * (warps + producer_warps); }
 };

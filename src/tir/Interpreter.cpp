@@ -530,12 +530,13 @@ private:
         if (load && s->copy == CopyKind::Tma) return view_load(s);
         Value &v = values_.at(load ? s->dst : s->src);
         const int64_t base = index(s->base), stride = index(s->row_stride);
+        const int64_t col_stride = s->col_stride.defined() ? index(s->col_stride) : 1;
         const int64_t rows = clamp(index(s->valid_rows), v.type.rows), cols = clamp(index(s->valid_cols), v.type.cols);
         if (load) std::fill(v.data.begin(), v.data.end(), 0.0f);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++) {
                 float &x = v.data[size_t(r * v.type.cols + c)];
-                double &g = element(s, base + r * stride + c);
+                double &g = element(s, base + r * stride + c * col_stride);
                 if (load)
                     x = round_to(v.type.elem, float(g));
                 else

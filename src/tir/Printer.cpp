@@ -29,6 +29,7 @@ std::string slice(const Node &n, bool with_stride, bool with_cols) {
         return n.tensor + "[plane " + expr(n.plane) + ", row " + expr(n.row) + "]";
     std::string s = n.tensor + "[base: " + expr(n.base);
     if (with_stride) s += ", stride " + expr(n.row_stride);
+    if (n.col_stride.defined()) s += ", column stride " + expr(n.col_stride);
     s += ", valid " + expr(n.valid_rows);
     if (with_cols) s += " x " + expr(n.valid_cols);
     return s + "]";
@@ -142,9 +143,10 @@ std::string to_string(const Kernel &k) {
     if (!k.float_params.empty()) os << "  float params: " << join(k.float_params) << "\n";
     os << "  grid: (" << grid_dim(k.grid_x) << ", " << grid_dim(k.grid_y) << ", " << grid_dim(k.grid_z) << "), "
        << k.warps << (k.warps == 1 ? " warp" : " warps")
-       << (k.strip_threads ? " (row strips: " + std::to_string(k.strip_threads) + " threads per row, vectors of " +
-                                 std::to_string(k.strip_vector) + ")"
-                           : " (" + std::to_string(k.rows()) + " rows)")
+       << (k.strip_threads
+               ? " (row strips: " + std::to_string(k.strip_threads) + " threads per row, vectors of " +
+                     std::to_string(k.strip_vector) + (k.strip_lanes_along_rows ? ", lanes along rows" : "") + ")"
+               : " (" + std::to_string(k.rows()) + " rows)")
        << ", shared " << k.shared_bytes << " bytes, " << k.pipeline_stages
        << (k.pipeline_stages == 1 ? " pipeline stage" : " pipeline stages") << "\n";
     if (k.cluster_x.defined()) os << "  clusters: " << expr(k.cluster_x) << " blocks along x\n";

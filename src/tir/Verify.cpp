@@ -173,6 +173,11 @@ private:
     void check_slice(const Stmt &s) const {
         check_index(s, s->base, "base");
         check_index(s, s->row_stride, "row stride");
+        if (s->col_stride.defined()) {
+            check_index(s, s->col_stride, "column stride");
+            if (!k_.strip_lanes_along_rows)
+                fail(s, "a strided column needs a kernel whose lanes run along rows (strip_lanes_along_rows)");
+        }
         check_index(s, s->valid_rows, "valid rows");
         check_index(s, s->valid_cols, "valid cols");
     }

@@ -1,6 +1,7 @@
 // Row chains through compile_gpu on the GPU: each row-wise operator of the suite at odd and long
 // rows (every rung of the kernel ladder, clusters and the chunked form) against the fp64 reference;
-// softmax with its log-sum-exp written by one kernel; cross-entropy's NaN for a label out of range.
+// softmax with its log-sum-exp written by one kernel; cross-entropy's NaN for a label out of range;
+// users' chains over a middle axis and over rows of several dimensions.
 // Skips (77) without a GPU.
 #include <doctest/doctest.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "Compare.h"
+#include "UserChains.h"
 #include "neptune/GpuPipeline.h"
 #include "neptune/HalideCpu.h"
 #include "neptune/algorithms/Schedules.h"
@@ -115,4 +117,45 @@ TEST_CASE("gpu jit rowchain: a cross-entropy label out of range gives its row a 
                   1e-3 * (1 + std::abs(want.values[size_t(row)])));
         }
     }
+}
+
+namespace {
+
+void check_chain(const testing::UserChain &c) {
+    INFO(c.name << ", x " << c.inputs[0].desc.numel() << " elements");
+    GpuPipeline p = compile_gpu(c.outputs, ExternOptions());
+    for (size_t i = 0; i < c.params.size(); i++) {
+        Halide::ImageParam param = c.params[i];
+        param.set(to_halide_buffer(c.inputs[i]));
+    }
+    std::vector<Halide::Buffer<>> outs;
+    for (const HostTensor &t : c.expected) outs.push_back(to_halide_buffer(HostTensor(t.desc)));
+    if (outs.size() == 1)
+        p.realize(outs[0]);
+    else
+        p.realize(Halide::Realization(outs));
+    for (size_t o = 0; o < outs.size(); o++)
+        check_close(c.expected[o].desc.name, read(outs[o], c.expected[o].desc), c.expected[o],
+                    gpu_tolerance(c.expected[o]));
+}
+
+}  // namespace
+
+TEST_CASE("gpu jit rowchain: softmax with its log-sum-exp and LayerNorm over a middle axis match fp64") {
+    // A thread per row, 32 per row, the chunked form; partial blocks of 32 rows.
+    check_chain(testing::middle_softmax(37, 7, 3, DType::F16));
+    check_chain(testing::middle_softmax(100, 1000, 3, DType::F16));
+    check_chain(testing::middle_softmax(128, 4096, 8, DType::F16));
+    check_chain(testing::middle_softmax(1, 3000, 5, DType::BF16));
+    check_chain(testing::middle_layernorm(37, 7, 3));
+    check_chain(testing::middle_layernorm(256, 2048, 4));
+}
+
+TEST_CASE("gpu jit rowchain: rows over several dimensions, 3-D cross-entropy and a row's entropy match fp64") {
+    check_chain(testing::softmax_4d(1000, 7, 3, 2));
+    check_chain(testing::softmax_4d(4096, 4, 2, 2));
+    check_chain(testing::cross_entropy_3d(7, 5, 3));
+    check_chain(testing::cross_entropy_3d(32000, 4, 3));
+    check_chain(testing::row_entropy(1, 1));
+    check_chain(testing::row_entropy(50257, 9));
 }

@@ -3,13 +3,17 @@
 // and odd lengths (the masked edges of strips), a row per warp and per block, the chunked form for
 // rows longer than a strip, a cluster of blocks per row (each block a part of the row, the partial
 // reductions combined across the cluster), fully masked (-inf) rows, maxima rising along the row, f16
-// and bf16.
+// and bf16; and chains a user writes beyond the suite's 2-D operators (a middle axis, rows over
+// several dimensions, 3-D cross-entropy with an ignore index, a row's entropy) against fp64.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "Compare.h"
+#include "UserChains.h"
 #include "lower/BuildRowChain.h"
+#include "lower/Lower.h"
 #include "suite/LowerOperator.h"
 #include "neptune/Error.h"
 #include "neptune/HostTensor.h"
@@ -153,4 +157,57 @@ TEST_CASE("interpret row chains: a cluster of blocks per row") {
 
 TEST_CASE("interpret row chains: 1000 rows") {
     for (const std::string &name : kOps) run(*find_operator(name), {1000, 200});
+}
+
+namespace {
+
+// A user's chain lowered for rows of `row_cols` (0: any length, the chunked form) and interpreted.
+void run_chain(const testing::UserChain &c, int64_t row_cols) {
+    internal::LowerOptions lo;
+    lo.dtype = c.inputs.at(0).desc.dtype;
+    lo.row_cols = row_cols;
+    const tir::Program p = internal::lower_to_tiles(c.group->plan(), c.outputs, lo);
+    REQUIRE(p.kernels.size() == 1);
+    tir::verify(p);
+    std::vector<HostTensor> in = c.inputs, out = c.expected;
+    for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
+    tir::LaunchArgs args;
+    for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
+    for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
+    args.ints = c.ints;
+    tir::interpret(p, args);
+    for (size_t o = 0; o < out.size(); o++) {
+        INFO(c.name << ": " << out[o].desc.name << " (row length " << row_cols << ")");
+        testing::check_close(out[o].desc.name, out[o], c.expected[o],
+                             testing::with_rounding(c.expected[o], tolerance_for(c.expected[o].desc.dtype)));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("interpret row chains: softmax and its log-sum-exp over a middle axis (strided columns)") {
+    // 32 rows per block with a partial last block; a thread per row, 32 per row, the chunked form.
+    run_chain(testing::middle_softmax(37, 7, 3, DType::F16), 7);
+    run_chain(testing::middle_softmax(37, 7, 3, DType::F16), 0);
+    run_chain(testing::middle_softmax(1, 100, 4, DType::F16), 100);
+    run_chain(testing::middle_softmax(33, 1000, 2, DType::F16), 1000);
+    run_chain(testing::middle_softmax(5, 3000, 3, DType::F16), 3000);
+    run_chain(testing::middle_softmax(40, 100, 2, DType::BF16), 100);
+    run_chain(testing::middle_softmax(9, 300, 2, DType::F32), 0);
+}
+
+TEST_CASE("interpret row chains: LayerNorm over a middle axis with gamma and beta along it") {
+    run_chain(testing::middle_layernorm(37, 7, 3), 7);
+    run_chain(testing::middle_layernorm(33, 1000, 2), 1000);
+    run_chain(testing::middle_layernorm(5, 3000, 2), 0);
+}
+
+TEST_CASE("interpret row chains: rows over several dimensions, 3-D cross-entropy, a row's entropy") {
+    run_chain(testing::softmax_4d(100, 3, 5, 2), 100);
+    run_chain(testing::softmax_4d(3000, 2, 2, 2), 0);
+    run_chain(testing::cross_entropy_3d(1000, 7, 3), 1000);
+    run_chain(testing::cross_entropy_3d(20000, 2, 3), 0);
+    run_chain(testing::row_entropy(7, 5), 7);
+    run_chain(testing::row_entropy(1000, 9), 1000);
+    run_chain(testing::row_entropy(20000, 3), 0);
 }

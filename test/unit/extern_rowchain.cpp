@@ -1,13 +1,15 @@
 // Row chains as extern stages of Halide pipelines, through the JIT entry point, on the CPU: the
 // stage's buffers and scalars, the ladder of kernel shapes by row length in one image per GPU
 // family, several outputs of one group (the second a copy stage of the first), and the kernels' NaN
-// for a label out of range. The GPU run is correctness/gpu_jit_rowchain.
+// for a label out of range; a reduction over a middle axis and rows over several dimensions, their
+// extents passed by name. The GPU run is correctness/gpu_jit_rowchain.
 #include <doctest/doctest.h>
 
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
+#include "UserChains.h"
 #include "neptune/GpuPipeline.h"
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
@@ -146,4 +148,27 @@ TEST_CASE("extern stage: cross-entropy's label check guards the loss in the kern
     CHECK(ce.stages()[0].name == "loss");  // log-sum-exp, inlined under the loss, is part of the group
     CHECK(has(ce.cuda_source(), "__int_as_float(0x7fffffff)"));
     CHECK(has(ce.tile_program(), "-100"));
+}
+
+TEST_CASE("extern stage: a middle axis and rows of several dimensions take every extent of x by name") {
+    const testing::UserChain mid = testing::middle_softmax(37, 7, 3, DType::F16);
+    GpuPipeline p = compile_gpu(mid.outputs, jit("sm_90a"));
+    REQUIRE(p.stages().size() == 2);
+    const json d = descriptor(p.stages()[0]);
+    CHECK(d["scalars"] == json({"rows", "cols", "planes"}));
+    CHECK(d["buffers"][0]["name"] == "ms_x");
+    CHECK(d["buffers"][0]["dims"] == json({"rows", "cols", "planes"}));
+    CHECK(d["buffers"][1]["dims"] == json({"rows", "cols", "planes"}));
+    // Strided rows: up to 32 columns per thread and 32 threads per row, then 512-column chunks.
+    CHECK(ladder(d) == std::vector<int64_t>{256, 512, 1024, 0});
+    CHECK(d["sets"][0]["workspaces"][0]["elements"] == "(* rows planes)");
+    CHECK(descriptor(p.stages()[1])["buffers"][1]["dims"] == json({"rows", "planes"}));
+    CHECK(has(p.tile_program(), "column stride inner"));
+
+    const json four = descriptor(compile_gpu(testing::softmax_4d(100, 3, 5, 2).outputs, jit("sm_80")).stages().at(0));
+    CHECK(four["scalars"] == json({"rows", "cols", "rows2", "rows3"}));
+    CHECK(four["buffers"][0]["dims"] == json({"cols", "rows", "rows2", "rows3"}));
+    const json ce = descriptor(compile_gpu(testing::cross_entropy_3d(1000, 7, 3).outputs, jit("sm_80")).stages().at(0));
+    CHECK(ce["buffers"][1]["name"] == "ce_labels");
+    CHECK(ce["buffers"][1]["dims"] == json({"rows", "rows2"}));
 }

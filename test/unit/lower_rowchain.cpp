@@ -7,8 +7,10 @@
 #include <cmath>
 #include <string>
 
+#include "UserChains.h"
 #include "codegen/CodeGenCuda.h"
 #include "lower/BuildRowChain.h"
+#include "lower/Lower.h"
 #include "suite/LowerOperator.h"
 #include "lower/Patterns.h"
 #include "neptune/Directives.h"
@@ -112,7 +114,8 @@ TEST_CASE("row chains: kernel shapes by row length") {
     CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 32768).cluster == 1);
     CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 8 * 32768 + 1).chunked);
     // A chain whose chunked form reads x once (outputs per row, stages online) streams instead.
-    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 131072, true).chunked);
+    CHECK(internal::default_row_chain_shape(GpuArch::Sm90a, DType::F16, 131072, internal::RowChainForm{true, false})
+              .chunked);
     CHECK(internal::row_chain_shape(DType::F16, 131072, 256, 8).cols() == 16384);
     CHECK(!internal::row_chain_shape(DType::F16, 131072, 256, 8).chunked);
     CHECK(internal::default_row_chain_shape(GpuArch::Sm80, DType::BF16, 0).chunked);  // any length
@@ -150,21 +153,23 @@ TEST_CASE("row chains: kernel shapes by row length") {
 TEST_CASE("row chains: refusals name the Func and the construct") {
     Halide::ImageParam x(Halide::Float(16), 3, "x");
     Var c("c"), m("m"), b("b");
-    // A reduction over a middle axis: rows indexed by two variables.
+    // A stage reading x at the next row: not a row chain.
     {
-        RDom rm(0, x.dim(1).extent(), "rm");
-        Func mx("mid_max"), sm("mid_sum");
-        mx(c, b) = Halide::Float(32).min();
-        mx(c, b) = Halide::max(mx(c, b), Halide::cast<float>(x(c, rm, b)));
-        sm(c, b) = 0.0f;
-        sm(c, b) += Halide::exp(Halide::cast<float>(x(c, rm, b)) - mx(c, b));
-        Func out("mid_lse");
-        out(c, b) = mx(c, b) + Halide::log(sm(c, b));
-        const FusedReduction g = fuse_reduction(sm, Halide::RVar(rm.x));
+        Halide::ImageParam x2(Halide::Float(16), 2, "x2");
+        Var r("r");
+        RDom rc(0, x2.dim(0).extent(), "rc");
+        Func mx("next_max"), sm("next_sum");
+        mx(r) = Halide::Float(32).min();
+        mx(r) = Halide::max(mx(r), Halide::cast<float>(x2(rc, r)));
+        sm(r) = 0.0f;
+        sm(r) += Halide::exp(Halide::cast<float>(x2(rc, r + 1)) - mx(r));
+        Func out("next_lse");
+        out(r) = mx(r) + Halide::log(sm(r));
+        const FusedReduction g = fuse_reduction(sm, Halide::RVar(rc.x));
         const std::string why = internal::row_chain_mismatch(g.plan(), {out});
         INFO(why);
-        CHECK(contains(why, "mid_max"));
-        CHECK(contains(why, "middle axis"));
+        CHECK(contains(why, "next_sum"));
+        CHECK(contains(why, "row other than its own"));
         CHECK_THROWS_AS(internal::build_pattern(g.plan(), {out}, internal::LowerOptions()), CompileError);
     }
     // Two 2-D inputs multiplied along the row: a dot product, not a row chain.
@@ -186,6 +191,22 @@ TEST_CASE("row chains: refusals name the Func and the construct") {
     }
 }
 
+namespace {
+
+// The program verifies, and NVRTC compiles its CUDA for the program's architecture.
+void check_compiles(const tir::Program &p) {
+    tir::verify(p);
+    const std::string src = internal::emit_cuda(p);
+    internal::NvrtcOptions no;
+    no.cubin = true;
+    no.headers = internal::device_headers();
+    no.arch = arch_name(p.arch);
+    INFO(tir::to_string(p) << "\n" << src);
+    CHECK_NOTHROW(internal::nvrtc_compile(src, "row_chain.cu", no));
+}
+
+}  // namespace
+
 TEST_CASE("row chains: the emitted CUDA of every row operator compiles with NVRTC for sm_80 and sm_90a") {
     // A warp per row, a block per row, the chunked form; odd lengths; f16 and bf16 inputs.
     const std::vector<std::pair<int64_t, DType>> shapes = {
@@ -197,15 +218,27 @@ TEST_CASE("row chains: the emitted CUDA of every row operator compiles with NVRT
                 spec.dtype = dtype;
                 internal::LoweringChoices c;
                 c.arch = arch;
-                const tir::Program p = internal::lower_operator(instantiate(spec, 3, cols), c).program;
-                tir::verify(p);
-                const std::string src = internal::emit_cuda(p);
-                internal::NvrtcOptions no;
-                no.cubin = true;
-                no.headers = internal::device_headers();
-                no.arch = arch_name(arch);
-                INFO(name << " " << cols << " " << dtype_name(dtype) << " " << arch_name(arch) << "\n" << src);
-                CHECK_NOTHROW(internal::nvrtc_compile(src, std::string(name) + ".cu", no));
+                INFO(name << " " << cols << " " << dtype_name(dtype) << " " << arch_name(arch));
+                check_compiles(internal::lower_operator(instantiate(spec, 3, cols), c).program);
+            }
+}
+
+TEST_CASE("row chains: users' chains over a middle axis and over rows of several dimensions compile with NVRTC") {
+    const std::vector<testing::UserChain> chains = {
+        testing::middle_softmax(37, 7, 3, DType::F16), testing::middle_softmax(40, 100, 2, DType::BF16),
+        testing::middle_layernorm(37, 7, 3),           testing::softmax_4d(100, 3, 5, 2),
+        testing::cross_entropy_3d(1000, 7, 3),         testing::row_entropy(1000, 9)};
+    for (const testing::UserChain &c : chains)
+        for (const int64_t cols : {int64_t(7), int64_t(1000), int64_t(0)})
+            for (const GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+                internal::LowerOptions lo;
+                lo.arch = arch;
+                lo.dtype = c.inputs.at(0).desc.dtype;
+                lo.row_cols = cols;
+                const tir::Program p = internal::lower_to_tiles(c.group->plan(), c.outputs, lo);
+                INFO(c.name << " " << cols << " " << arch_name(arch));
+                CHECK(p.kernels.at(0).strip_lanes_along_rows == (c.name.find("middle") != std::string::npos));
+                check_compiles(p);
             }
 }
 

@@ -220,6 +220,54 @@ NEPTUNE_DEVICE_INLINE float reduce_row(float x, bool max) {
     return x;
 }
 
+/** Strips whose columns are strided in memory (a reduction over a middle axis): the block's R
+ * consecutive threads hold R consecutive rows, so a warp's loads of one column are contiguous;
+ * thread t of its row (threadIdx.x / R) holds columns t + T i, i < N, one per vector. */
+template <int T, int N, typename E>
+NEPTUNE_DEVICE_INLINE void load_strip_strided(strip<N, 1> &dst, const E *__restrict__ src, bool row_valid,
+                                              int valid_cols, int t, long long stride) {
+    E raw[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int c = t + T * i;
+        raw[i] = row_valid && c < valid_cols ? src[c * stride] : element_from_float<E>(0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst.v[i][0] = element_to_float<E>(raw[i]);
+}
+
+/** Stores columns [0, valid_cols) of a strided row (load_strip_strided's layout). */
+template <int T, int N, typename E>
+NEPTUNE_DEVICE_INLINE void store_strip_strided(E *__restrict__ dst, const strip<N, 1> &src, bool row_valid,
+                                               int valid_cols, int t, long long stride) {
+    if (!row_valid) return;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int c = t + T * i;
+        if (c < valid_cols) dst[c * stride] = element_from_float<E>(src.v[i][0]);
+    }
+}
+
+/** Combines `x` over the T threads of each of the block's R rows when lanes run along rows (thread
+ * t of row r is t * R + r): through shared memory, one f32 per thread. Every thread of the row
+ * returns the result. */
+template <int T, int R>
+NEPTUNE_DEVICE_INLINE float reduce_row_strided(float x, bool max) {
+    if constexpr (T == 1) {
+        return x;
+    } else {
+        __shared__ float partial[T][R];
+        const int r = threadIdx.x % R, t = threadIdx.x / R;
+        partial[t][r] = x;
+        __syncthreads();
+        x = partial[0][r];
+#pragma unroll
+        for (int k = 1; k < T; ++k) x = reduce_op(max, x, partial[k][r]);
+        __syncthreads();  // the next reduction may write partial again
+        return x;
+    }
+}
+
 }  // namespace neptune::device
 
 #endif
