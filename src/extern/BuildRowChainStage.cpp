@@ -1,8 +1,9 @@
-// The extern stages of a row chain (PatternStages.h): a ladder of kernel shapes per GPU family in
-// one image, the launcher taking the first whose rows hold the call's row length; secondary outputs
+// The extern stages of a row chain (PatternStages.h): a ladder of kernel shapes per GPU family (in
+// one image in a library, a module each just in time), the launcher taking the first whose rows hold the call's row length; secondary outputs
 // through per-thread workspaces and copy stages.
 #include <algorithm>
 #include <cctype>
+#include <future>
 
 #include "codegen/CodeGenCuda.h"
 #include "extern/DescribeKernels.h"
@@ -69,7 +70,10 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
     auto fail = [&](const std::string &why) -> void { throw CompileError(where + ": " + why); };
     const RowChainForm form = row_chain_form(plan, iso.outputs);
 
-    // 1. Per GPU family, the ladder's programs in one CUDA source, compiled once.
+    // 1. Per GPU family, the ladder's programs. A library holds them in one CUDA source compiled
+    // once (one image, the other sets pointing at it); just in time each is a module of its own, all
+    // compiled at once on the host's cores (NVRTC compiles separate programs concurrently): a group
+    // compiles in the time of its largest kernel.
     ExternStageInfo info;
     info.name = stage;
     interop::GroupDescriptor d;
@@ -78,9 +82,8 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
     std::vector<tir::TensorParam> tensors;  // the first program's, in kernel order
     std::vector<std::string> int_params;
     for (const ArchTarget &a : stage_targets(opt)) {
-        const size_t holder = d.sets.size();
-        std::string cuda;
-        std::vector<tir::Program> programs;
+        const size_t first = d.sets.size();
+        std::vector<std::string> sources;
         DType x_type = DType::F16;
         // The element type decides the vector width, so the ladder: read it from a first lowering.
         {
@@ -101,8 +104,7 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
             set.codes = a.codes.front();
             for (size_t c = 1; c < a.codes.size(); c++) set.codes += "," + a.codes[c];
             set.tile_program = tir::to_string(p);
-            const std::string source = emit_cuda(p);
-            cuda += source;
+            sources.push_back(emit_cuda(p));
             info.sets.push_back(set);
             interop::KernelSet ks = describe_kernels(p);
             ks.arch = set.arch;
@@ -110,16 +112,27 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
             ks.min_cc = a.min_cc;
             ks.max_cc = a.max_cc;
             if (r.max_cols) ks.when = "(<= cols " + std::to_string(r.max_cols) + ")";
-            if (d.sets.size() > holder) ks.image_of = int(holder);
+            if (opt.aot && d.sets.size() > first) ks.image_of = int(first);
             d.sets.push_back(std::move(ks));
-            programs.push_back(std::move(p));
         }
-        const CompiledModule m = compile_stage(cuda, stage + "_" + a.lowering, a, opt.aot);
-        d.sets[holder].image.assign(m.cubin.begin(), m.cubin.end());
-        ExternStageInfo::KernelSet &first = info.sets[info.sets.size() - programs.size()];
-        first.cuda = cuda;
-        first.image = d.sets[holder].image;
-        first.compile_log = m.log;
+        if (opt.aot) {
+            std::string cuda;
+            for (const std::string &src : sources) cuda += src;
+            sources = {cuda};
+        }
+        std::vector<std::future<CompiledModule>> modules;
+        for (size_t i = 0; i < sources.size(); i++)
+            modules.push_back(std::async(std::launch::async, [&, i] {
+                return compile_stage(sources[i], stage + "_" + a.lowering + "_" + std::to_string(i), a, opt.aot);
+            }));
+        for (size_t i = 0; i < sources.size(); i++) {
+            const CompiledModule m = modules[i].get();
+            d.sets[first + i].image.assign(m.cubin.begin(), m.cubin.end());
+            ExternStageInfo::KernelSet &set = info.sets[first + i];
+            set.cuda = sources[i];
+            set.image = d.sets[first + i].image;
+            set.compile_log = m.log;
+        }
     }
 
     // 2. Buffers: x and the 1-D inputs as the kernels read them, then the primary output. The

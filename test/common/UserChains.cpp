@@ -98,7 +98,7 @@ UserChain middle_layernorm(int64_t d, int64_t n, int64_t b) {
     m2(dv, bv) += (f32(x(dv, rn, bv)) - mean(dv, bv)) * (f32(x(dv, rn, bv)) - mean(dv, bv));
     inv(dv, bv) = 1.0f / Halide::sqrt(m2(dv, bv) / count + 1e-5f);
     y(dv, nv, bv) = Halide::cast<Halide::float16_t>((f32(x(dv, nv, bv)) - mean(dv, bv)) * inv(dv, bv) * f32(gamma(nv)) +
-                                                   f32(beta(nv)));
+                                                    f32(beta(nv)));
     c.group = std::make_shared<FusedReduction>(fuse_reduction(m2, Halide::RVar(rn.x)));
     c.params = {x, gamma, beta};
     c.outputs = {y};
@@ -141,7 +141,8 @@ UserChain softmax_4d(int64_t cols, int64_t q, int64_t h, int64_t b) {
     c.outputs = {y, lse};
     const HostTensor xs = values({"s4_x", DType::F16, {b, h, q, cols}}, 5);
     HostTensor ys = output("s4_y", DType::F16, {b, h, q, cols}), ls = output("s4_lse", DType::F32, {b, h, q});
-    for (int64_t r = 0; r < b * h * q; r++) softmax_ref(xs.values, size_t(r * cols), 1, cols, ys.values, &ls.values[size_t(r)]);
+    for (int64_t r = 0; r < b * h * q; r++)
+        softmax_ref(xs.values, size_t(r * cols), 1, cols, ys.values, &ls.values[size_t(r)]);
     c.inputs = {xs};
     c.expected = {ys, ls};
     c.ints = {{"rows", q}, {"cols", cols}, {"rows2", h}, {"rows3", b}};
@@ -160,9 +161,9 @@ UserChain cross_entropy_3d(int64_t cols, int64_t q, int64_t b) {
     sm(qv, bv) = 0.0f;
     sm(qv, bv) += Halide::exp(f32(x(rc, qv, bv)) - mx(qv, bv));
     const Expr label = labels(qv, bv);
-    loss(qv, bv) = Halide::select(label == -100, 0.0f,
-                                  mx(qv, bv) + Halide::log(sm(qv, bv)) -
-                                      f32(x(Halide::clamp(label, 0, x.dim(0).extent() - 1), qv, bv)));
+    loss(qv, bv) = Halide::select(
+        label == -100, 0.0f,
+        mx(qv, bv) + Halide::log(sm(qv, bv)) - f32(x(Halide::clamp(label, 0, x.dim(0).extent() - 1), qv, bv)));
     c.group = std::make_shared<FusedReduction>(fuse_reduction(sm, Halide::RVar(rc.x)));
     c.params = {x, labels};
     c.outputs = {loss};
