@@ -18,10 +18,11 @@ namespace neptune::internal {
 
 namespace {
 
-/** A kernel shape and the longest rows it holds (0: any, the chunked form). */
+/** A kernel shape and the longest rows it holds (0: any, the chunked form); or the split form. */
 struct Rung {
     RowChainShape shape;
     int64_t max_cols = 0;
+    bool split = false;  // few long rows (splits_rows): taken first where it applies
 };
 
 bool same_shape(const RowChainShape &a, const RowChainShape &b) {
@@ -35,6 +36,7 @@ bool same_shape(const RowChainShape &a, const RowChainShape &b) {
  * at or above its length: at most half the shape's columns idle, a dozen kernels per family. */
 std::vector<Rung> ladder(GpuArch arch, DType dtype, const RowChainForm &form) {
     std::vector<Rung> rungs;
+    if (splits_rows(arch, form, 1, int64_t(1) << 40)) rungs.push_back({split_row_chain_shape(dtype), 0, true});
     for (int64_t c = 256;; c *= 2) {
         const RowChainShape s = default_row_chain_shape(arch, dtype, c, form);
         if (s.chunked) {
@@ -98,7 +100,7 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
         for (const Rung &r : ladder(a.arch, x_type, form)) {
             tir::Program p = build_row_chain(plan, iso.outputs, a.arch, r.shape);
             tir::Kernel &k = p.kernels.at(0);
-            k.name = "row_chain_" + (r.max_cols ? std::to_string(r.max_cols) : std::string("any"));
+            k.name = "row_chain_" + (r.split ? std::string("split") : r.max_cols ? std::to_string(r.max_cols) : "any");
             ExternStageInfo::KernelSet set;
             set.arch = arch_name(a.arch);
             set.codes = a.codes.front();
@@ -112,6 +114,13 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
             ks.min_cc = a.min_cc;
             ks.max_cc = a.max_cc;
             if (r.max_cols) ks.when = "(<= cols " + std::to_string(r.max_cols) + ")";
+            if (r.split) {
+                std::string rows;  // the product of the row dimensions
+                for (const std::string &n : int_params)
+                    if (n.rfind("rows", 0) == 0) rows = rows.empty() ? n : "(* " + n + " " + rows + ")";
+                ks.when = "(&& (<= " + rows + " " + std::to_string(kSplitRows) + ") (< " +
+                          std::to_string(split_above(form)) + " cols))";
+            }
             if (opt.aot && d.sets.size() > first) ks.image_of = int(first);
             d.sets.push_back(std::move(ks));
         }

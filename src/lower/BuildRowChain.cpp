@@ -103,7 +103,8 @@ public:
     Program build(GpuArch arch, const RowChainShape &shape) {
         recognise();
         shape_ = shape;
-        if (shape.strided != (axis_ > 0) || (shape.strided && (shape.vector != 1 || shape.cluster != 1)))
+        if (shape.strided != (axis_ > 0) || (shape.strided && (shape.vector != 1 || shape.cluster != 1)) ||
+            (shape.cluster > 1 && arch != GpuArch::Sm90a))
             throw InternalError("build_row_chain: the shape's layout does not fit a reduction over x's axis " +
                                 std::to_string(axis_));
         Kernel k;
@@ -138,6 +139,15 @@ public:
             k.scalars = {{"row0", int_var("block_x") / shape.cluster},
                          {kRank, int_var("block_x") % shape.cluster},
                          {"valid_rows", all_rows() - int_var("row0")}};
+            if (shape.chunked) {
+                // Split rows: block q of the cluster takes the q-th run of `part` columns, whole chunks.
+                const int c = shape.cols();
+                k.scalars.push_back({"part", ((int_var("cols") + c - 1) / c + shape.cluster - 1) / shape.cluster * c});
+                k.scalars.push_back({"part0", int_var(kRank) * int_var("part")});
+                k.scalars.push_back(
+                    {"part_chunks",
+                     (Halide::max(0, Halide::min(int_var("part"), int_var("cols") - int_var("part0"))) + c - 1) / c});
+            }
         } else {
             k.grid_x = (all_rows() + shape.rows_per_block - 1) / shape.rows_per_block;
             k.scalars = {{"row0", int_var("block_x") * shape.rows_per_block},
@@ -186,8 +196,18 @@ private:
                 step.push_back(with_role(bounded(make_map(src, bind(term, shape.chunked), "term of " + s.name), true),
                                          Role::Term));
             }
-            reduce_row(k, step, s.name, s.op, src);
-            append(b, step, shape.chunked);
+            if (split()) {
+                // The block's part over its chunks, then the cluster's parts combined.
+                const std::string part = s.name + "_block";
+                k.values[part] = row_vec();
+                b.push_back(make_fill(part, id));
+                step.push_back(with(make_reduce(part, s.op, src), [&](Node &n) { n.valid_cols = valid_cols(true); }));
+                append(b, step, true);
+                combine_cluster(k, b, s.name, s.op, fvar(part));
+            } else {
+                reduce_row(k, step, s.name, s.op, src);
+                append(b, step, shape.chunked);
+            }
             // Final before the next stage reads it: min as -max(-x), the initial value folded in.
             if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
             if (has_initial_value(s)) b.push_back(initial_value(s));
@@ -215,7 +235,7 @@ private:
         std::vector<std::string> carried;
         for (const Stage &s : stages_) {
             b.push_back(make_fill(s.name, s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f));
-            if (is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
+            if (is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s, split()));
             carried.push_back(s.name);
         }
         Block step = {load_x(true)};
@@ -254,10 +274,49 @@ private:
             step.push_back(with(make_reduce(nw, s.op, src), [&](Node &n) { n.valid_cols = valid_cols(true); }));
         }
         for (const Stage &s : stages_) step.push_back(make_row_map(s.name, fvar(s.name + "_new")));
-        const Expr chunks = (int_var("cols") + shape_.cols() - 1) / shape_.cols();
-        b.push_back(make_loop("j", Expr(0), chunks, carried, step));
+        b.push_back(make_loop("j", Expr(0), chunks(), carried, step));
+        if (split()) combine_states(k, b);
         for (const Stage &s : stages_)
             if (!is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
+    }
+
+    // Split rows, after the online pass: each block's states carried to the cluster's final values
+    // in dependence order (a stage's state repaired from the block's producers to the combined ones,
+    // the split-K form of the derived repair), then combined over the blocks.
+    void combine_states(Kernel &k, Block &b) {
+        for (const Stage &s : stages_) {
+            const FusedStage &st = *s.st;
+            Expr v = fvar(s.name);
+            if (!st.producers.empty()) {
+                std::map<std::string, Expr> rb;
+                for (const std::string &p : st.producers) {
+                    const Reducer pr = plan_.stage(p).reducer;
+                    rb[p] = guarded_producer(pr, fvar(names_.at(p)));
+                    rb[sym::Context::primed(p)] = guarded_producer(pr, fvar(names_.at(p) + "_all"));
+                }
+                Expr r = v;
+                const Expr coeff = st.repair.coeff[0][0], shift = st.repair.shift[0];
+                if (coeff.defined() && !HI::is_const_one(coeff)) r = r * HI::substitute(rb, coeff);
+                if (shift.defined()) r = r + HI::substitute(rb, shift);
+                v = Halide::select(v == reducer_identity(st.reducer), v, r);
+            }
+            const std::string part = s.name + "_block";
+            k.values[part] = row_vec();
+            b.push_back(with_role(make_row_map(part, bind(v, true), st.producers.empty() ? "" : "repair of " + s.name),
+                                  st.producers.empty() ? Role::None : Role::Repair));
+            k.values[s.name + "_all"] = row_vec();
+            b.push_back(make_cluster_reduce(s.name + "_all", s.op, part));
+        }
+        for (const Stage &s : stages_) b.push_back(make_row_map(s.name, fvar(s.name + "_all")));
+    }
+
+    // dst = op(dst, op over the cluster's blocks of `part`), at the kernel's top level.
+    void combine_cluster(Kernel &k, Block &b, const std::string &dst, ReduceOp op, const Expr &part) {
+        const std::string all = dst + "_all";
+        k.values[all] = row_vec();
+        b.push_back(make_cluster_reduce(all, op, part.as<HI::Variable>()->name));
+        b.push_back(make_row_map(
+            dst, reducer_combine(op == ReduceOp::Max ? Reducer::Max : Reducer::Sum, fvar(dst), fvar(all))));
     }
 
     // The per-element outputs and per-row outputs after the stages.
@@ -314,8 +373,11 @@ private:
         return !HI::equal(init, reducer_identity(s.st->reducer)) &&
                !(s.st->reducer == Reducer::Sum && HI::is_const_zero(init));
     }
-    Stmt initial_value(const Stage &s) const {
-        return make_row_map(s.name, reducer_combine(s.st->reducer, s.st->init, fvar(s.name)), "initial value");
+    // The stage's initial value folded in; `once` (a sum over a split row's blocks): by the first block.
+    Stmt initial_value(const Stage &s, bool once = false) const {
+        Expr v = reducer_combine(s.st->reducer, s.st->init, fvar(s.name));
+        if (once && s.st->reducer == Reducer::Sum) v = Halide::select(int_var(kRank) == 0, v, fvar(s.name));
+        return make_row_map(s.name, v, "initial value");
     }
     bool is_producer(const Stage &s) const {
         for (const FusedStage &t : plan_.stages)
@@ -331,7 +393,7 @@ private:
     std::string unique(const std::string &n) {
         std::string r = n;
         for (int k = 2; used_.count(r) || r == "x_t" || r == "row0" || r == "valid_rows" || r == kRank ||
-                        r == "plane" || r == "d0" || r == "inner";
+                        r == "plane" || r == "d0" || r == "inner" || r == "part" || r == "part0" || r == "part_chunks";
              k++)
             r = n + std::to_string(k);
         used_.insert(r);
@@ -345,8 +407,15 @@ private:
 
     // The first column of the strip: chunk j's, the block's in its cluster, or 0; and its valid columns.
     Expr chunk0(bool chunked) const {
+        if (chunked && split()) return int_var("part0") + int_var("j") * shape_.cols();
         if (chunked) return int_var("j") * shape_.cols();
         return shape_.cluster > 1 ? int_var(kRank) * shape_.cols() : Expr(0);
+    }
+    // A row split over a cluster's blocks, each looping over its own chunks (few long rows).
+    bool split() const { return shape_.cluster > 1 && shape_.chunked; }
+    // The chunks the block's loops run over: the row's, or its part's when split.
+    Expr chunks() const {
+        return split() ? int_var("part_chunks") : (int_var("cols") + shape_.cols() - 1) / shape_.cols();
     }
     Expr valid_cols(bool chunked) const { return HI::simplify(int_var("cols") - chunk0(chunked)); }
 
@@ -425,8 +494,7 @@ private:
             b.insert(b.end(), step.begin(), step.end());
             return;
         }
-        const Expr chunks = (int_var("cols") + shape_.cols() - 1) / shape_.cols();
-        b.push_back(make_loop("j", Expr(0), chunks, {}, step));
+        b.push_back(make_loop("j", Expr(0), chunks(), {}, step));
     }
 
     // The placeholders bound for the kernel: the column is col (+ the chunk's first); the flat row
@@ -696,7 +764,25 @@ RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols) {
     return default_row_chain_shape(arch, dtype, cols, RowChainForm());
 }
 
-RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form) {
+bool splits_rows(GpuArch arch, const RowChainForm &form, int64_t rows, int64_t cols) {
+    return arch == GpuArch::Sm90a && !form.strided && rows > 0 && rows <= kSplitRows && cols > split_above(form);
+}
+
+int64_t split_above(const RowChainForm &form) { return form.streams ? 16384 : 8 * 32768; }
+
+RowChainShape split_row_chain_shape(DType dtype) {
+    RowChainShape s;
+    s.vector = 16 / dtype_bytes(dtype);
+    s.rows_per_block = 1;
+    s.threads_per_row = 512;
+    s.vectors = 32 / s.vector;
+    s.chunked = true;
+    s.cluster = 8;
+    return s;
+}
+
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form, int64_t rows) {
+    if (splits_rows(arch, form, rows, cols)) return split_row_chain_shape(dtype);
     if (form.strided) return strided_row_chain_shape(cols);
     const bool streams = form.streams;
     RowChainShape s;
@@ -742,8 +828,7 @@ RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluste
     const int64_t block_cols = (std::max<int64_t>(cols, 1) + s.cluster - 1) / s.cluster;
     const int64_t vecs = (block_cols + s.vector - 1) / s.vector;
     s.vectors = int(std::min<int64_t>(most, (vecs + threads - 1) / threads));
-    s.chunked = cols <= 0 || int64_t(s.vectors) * threads < vecs;
-    if (s.chunked) s.cluster = 1;  // a cluster holds the whole row or is not used
+    s.chunked = cols <= 0 || int64_t(s.vectors) * threads < vecs;  // chunked with a cluster: a split row
     return s;
 }
 

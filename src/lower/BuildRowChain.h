@@ -21,7 +21,9 @@ struct RowChainShape {
     int vector = 8;  // consecutive columns per thread and load: 16 bytes of input
     int vectors = 4;  // vectors per thread and row strip: the strip holds threads * vector * vectors columns
     bool chunked = false;  // the row does not fit the strip: loop over column chunks
-    int cluster = 1;  // blocks per row (sm_90 clusters, up to 8): block q of a row holds its q-th cols() columns
+    // Blocks per row (sm_90 clusters, up to 8): block q of a row holds its q-th cols() columns, or
+    // when chunked (a split row) loops over the q-th run of its chunks.
+    int cluster = 1;
     int min_blocks = 0;  // blocks per SM the register allocation must allow (0: no bound)
     // The reduced axis is not innermost: rows_per_block consecutive rows on consecutive threads,
     // threads_per_row (1 to 32) per row, each holding `vectors` single columns (vector 1).
@@ -43,14 +45,27 @@ struct RowChainForm {
     bool streams = false;
     bool strided = false;  // the reduced axis is not x's innermost: the strided layout
 };
-/** As above for a chain of the given form. Strided: 32 rows per block and the fewest threads per row
- * (a power of two up to 32) that hold up to 32 columns each; longer rows loop over 512-column chunks. */
-RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form);
+/** As above for a chain of the given form over `rows` rows (0: unknown). Strided: 32 rows per block
+ * and the fewest threads per row (a power of two up to 32) that hold up to 32 columns each; longer
+ * rows loop over 512-column chunks. Few long rows on sm_90a split (splits_rows). */
+RowChainShape default_row_chain_shape(GpuArch arch, DType dtype, int64_t cols, const RowChainForm &form,
+                                      int64_t rows = 0);
+/** Rows of a chain split over a cluster's blocks: at most this many rows... */
+constexpr int64_t kSplitRows = 64;
+/** ...longer than this: past a block's (streaming chains) or a cluster's row (the others, which read
+ * x once while the row fits on chip and twice split). */
+int64_t split_above(const RowChainForm &form);
+/** Whether `rows` rows of `cols` columns split: on sm_90a, few long rows leave most SMs idle with a
+ * block (or a cluster holding the row) per row; split, each of 8 blocks of a cluster takes a run of
+ * the row's chunks and their states are combined with the derived repair (split-K). */
+bool splits_rows(GpuArch arch, const RowChainForm &form, int64_t rows, int64_t cols);
+/** The split shape: 8 blocks per row of 512 threads over 16-byte vectors, chunked. */
+RowChainShape split_row_chain_shape(DType dtype);
 /** The strided layout's shape for rows of `cols` elements (0: any; default_row_chain_shape). */
 RowChainShape strided_row_chain_shape(int64_t cols);
 /** The shape with `threads` per row (a power of two from 32 to 1024) and `cluster` blocks per row (1
  * to 8; above 1, sm_90a): a warp per row takes four rows per block; rows longer than 32 elements per
- * thread (64 of 16 bits) loop over chunks. */
+ * thread (64 of 16 bits) loop over chunks (with a cluster, split). */
 RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluster = 1);
 
 /** The plan's row chain's form (see default_row_chain_shape). */

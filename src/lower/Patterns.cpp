@@ -43,7 +43,7 @@ tir::Program build_pattern(const FusedPlan &plan, const std::vector<Halide::Func
     if (!m) throw CompileError(plan.directive + ": " + m.why());
     if (m.kind == PatternKind::Attention) return build_tile_program(plan, outputs, opt);
     const RowChainForm form = row_chain_form(plan, outputs);
-    RowChainShape shape = default_row_chain_shape(opt.arch, opt.dtype, opt.row_cols, form);
+    RowChainShape shape = default_row_chain_shape(opt.arch, opt.dtype, opt.row_cols, form, opt.rows);
     if (!form.strided && (opt.row_threads || opt.row_cluster))
         shape = row_chain_shape(opt.dtype, opt.row_cols, opt.row_threads ? opt.row_threads : shape.threads_per_row,
                                 opt.row_cluster ? opt.row_cluster : shape.cluster);

@@ -17,6 +17,7 @@ OperatorLowering lower_row_operator(const OperatorInstance &inst, const Lowering
     lo.dtype = spec.dtype;
     const TensorDesc &x = inst.input("x");
     lo.row_cols = x.shape.back();
+    lo.rows = x.numel() / x.shape.back();
     if (const int t = c.row_threads) {
         if (t < 32 || t > 1024 || (t & (t - 1)))
             throw CompileError(spec.name + ": threads per row must be a power of two from 32 to 1024, not " +

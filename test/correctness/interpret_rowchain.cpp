@@ -35,11 +35,16 @@ struct Case {
     int threads = 0, vectors = 1, rows_per_block = 1;
     bool chunked = false;
     int cluster = 1;  // blocks per row (sm_90a clusters)
+    GpuArch arch = GpuArch::Sm80;  // lower_operator's target (no forced shape)
 };
 
 // The program of `inst`: lower_operator's, or the forced shape's straight from the builder.
 internal::OperatorLowering lower(const OperatorInstance &inst, const Case &c) {
-    if (!c.threads) return internal::lower_operator(inst);
+    if (!c.threads) {
+        internal::LoweringChoices choices;
+        choices.arch = c.arch;
+        return internal::lower_operator(inst, choices);
+    }
     const algorithms::OperatorFuncs funcs = algorithms::build(inst.spec);
     const auto groups = algorithms::fuse_operator(inst.spec, funcs, algorithms::FusionChoice{});
     internal::RowChainShape s;
@@ -99,7 +104,7 @@ void run(const OperatorSpec &op, const Case &c) {
         }
         const ErrorStats e = compare(got, want);
         INFO(d.name << ": " << e.describe(d));
-        CHECK(tolerance_for(d.dtype).accepts(e));
+        CHECK(testing::with_rounding(ref[o], tolerance_for(d.dtype)).accepts(e));
     }
 }
 
@@ -150,9 +155,39 @@ TEST_CASE("interpret row chains: a cluster of blocks per row") {
     internal::LoweringChoices choices;
     choices.arch = GpuArch::Sm90a;
     CHECK(internal::lower_operator(inst, choices).program.kernels.at(0).cluster_x.defined());
-    // Log-sum-exp reads x once in the chunked form too: no cluster.
-    const OperatorInstance lse = instantiate(*find_operator("logsumexp"), 2, 131072);
+    // Log-sum-exp reads x once in the chunked form too: no cluster, unless its rows are few (split).
+    const OperatorInstance lse = instantiate(*find_operator("logsumexp"), 100, 131072);
     CHECK(!internal::lower_operator(lse, choices).program.kernels.at(0).cluster_x.defined());
+}
+
+TEST_CASE("interpret row chains: a row split over a cluster's blocks, their states combined with the repair") {
+    for (const std::string &name : kOps) {
+        // Four blocks of 32 x 8 columns a chunk over rows of 5000 (20 chunks, five a block, the last
+        // partial), of 600 (the last block without a chunk) and of 100 (three without); eight blocks
+        // over bf16 rows of 3000.
+        run(*find_operator(name), {3, 5000, Rows::Rising, DType::F16, 32, 1, 1, true, 4});
+        run(*find_operator(name), {2, 600, Rows::Normal, DType::F16, 32, 1, 1, true, 4});
+        run(*find_operator(name), {2, 100, Rows::Rising, DType::F16, 32, 1, 1, true, 4});
+        run(*find_operator(name), {2, 3000, Rows::Rising, DType::BF16, 64, 1, 1, true, 8});
+    }
+    run(*find_operator("softmax"), {7, 2000, Rows::Masked, DType::F16, 32, 1, 1, true, 4});
+    run(*find_operator("logsumexp"), {7, 2000, Rows::Masked, DType::F16, 32, 1, 1, true, 4});
+    // What lower_operator picks on sm_90a for few long rows: split, log-sum-exp past a block's row,
+    // softmax past a cluster's.
+    internal::LoweringChoices choices;
+    choices.arch = GpuArch::Sm90a;
+    const auto kernel = [&](const char *op, int64_t rows, int64_t cols) {
+        return internal::lower_operator(instantiate(*find_operator(op), rows, cols), choices).program.kernels.at(0);
+    };
+    const tir::Kernel lse = kernel("logsumexp", 8, 262144);
+    CHECK(lse.cluster_x.defined());
+    CHECK(lse.scalars.size() > 3);
+    CHECK(!kernel("logsumexp", 8, 16384).cluster_x.defined());
+    CHECK(!kernel("logsumexp", 65, 262144).cluster_x.defined());
+    const GpuArch sm90 = GpuArch::Sm90a;
+    run(*find_operator("logsumexp"), {2, 40000, Rows::Rising, DType::F16, 0, 1, 1, false, 1, sm90});
+    run(*find_operator("cross_entropy"), {3, 20000, Rows::Normal, DType::F16, 0, 1, 1, false, 1, sm90});
+    run(*find_operator("softmax"), {2, 300000, Rows::Rising, DType::F16, 0, 1, 1, false, 1, sm90});
 }
 
 TEST_CASE("interpret row chains: 1000 rows") {

@@ -36,12 +36,15 @@ ExternOptions jit(const std::string &arch) {
 
 json descriptor(const ExternStageInfo &s) { return json::parse(s.descriptor); }
 
-/** The row lengths each set of the descriptor serves up to, in order (0: any). */
+/** The row lengths each set of the descriptor serves up to, in order (0: any; -1: the split form for
+ * few long rows). */
 std::vector<int64_t> ladder(const json &d) {
     std::vector<int64_t> l;
     for (const json &s : d["sets"]) {
         const std::string w = s["when"];
-        l.push_back(w.empty() ? 0 : std::stoll(w.substr(std::string("(<= cols ").size())));
+        l.push_back(w.empty()                ? 0
+                    : w.rfind("(&&", 0) == 0 ? -1
+                                             : std::stoll(w.substr(std::string("(<= cols ").size())));
     }
     return l;
 }
@@ -66,20 +69,24 @@ TEST_CASE("extern stage: softmax is one stage over x and y, with a ladder of ker
     CHECK(d["buffers"][1]["dims"] == json({"cols", "rows"}));
     // Rows of up to 256, 512, ... columns of f16 each take their shape; past a warp's 1024 a block per
     // row; past 32768 a cluster of blocks (sm_90a; softmax re-reads its row otherwise); then the
-    // chunked form for any length.
-    CHECK(ladder(d) == std::vector<int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 0});
+    // chunked form for any length. First of all, few rows longer than a cluster's split (sm_90a).
+    CHECK(ladder(d) ==
+          std::vector<int64_t>{-1, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 0});
+    CHECK(d["sets"][0]["when"] == "(&& (<= rows 64) (< 262144 cols))");
+    CHECK(d["sets"][0]["kernels"][0]["name"] == "row_chain_split");
+    CHECK(d["sets"][0]["kernels"][0]["cluster"] == "8");
     // Just in time every shape is a module of its own, compiled concurrently (a library holds one).
     const json &sets = d["sets"];
     for (size_t i = 0; i < sets.size(); i++) {
         CHECK(sets[i]["image"].get<std::string>().size() > 100);
         CHECK((!sets[i].contains("image_of") || sets[i]["image_of"] == -1));
     }
-    CHECK(sets[9]["kernels"][0]["name"] == "row_chain_131072");
-    CHECK(sets[9]["kernels"][0]["cluster"] == "4");
-    CHECK(sets[11]["kernels"][0]["name"] == "row_chain_any");
-    CHECK(has(s.sets[0].cuda, "row_chain_256("));
-    CHECK(!has(s.sets[0].cuda, "row_chain_512("));
-    CHECK(has(s.sets[1].cuda, "row_chain_512("));
+    CHECK(sets[10]["kernels"][0]["name"] == "row_chain_131072");
+    CHECK(sets[10]["kernels"][0]["cluster"] == "4");
+    CHECK(sets[12]["kernels"][0]["name"] == "row_chain_any");
+    CHECK(has(s.sets[1].cuda, "row_chain_256("));
+    CHECK(!has(s.sets[1].cuda, "row_chain_512("));
+    CHECK(has(s.sets[2].cuda, "row_chain_512("));
     CHECK(has(p.cuda_source(), "row_chain_256("));
     CHECK(has(p.cuda_source(), "row_chain_any("));
     CHECK(has(p.ptx(), ".entry row_chain_4096"));
@@ -88,7 +95,8 @@ TEST_CASE("extern stage: softmax is one stage over x and y, with a ladder of ker
 
 TEST_CASE("extern stage: log-sum-exp streams long rows (no clusters); sm_80 has none either") {
     const json lse = descriptor(compile_gpu(fused("logsumexp").outputs, jit("sm_90a")).stages().at(0));
-    CHECK(ladder(lse) == std::vector<int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 0});
+    CHECK(ladder(lse) == std::vector<int64_t>{-1, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 0});
+    CHECK(lse["sets"][0]["when"] == "(&& (<= rows 64) (< 16384 cols))");
     CHECK(lse["buffers"][1]["dims"] == json({"rows"}));
     const json soft80 = descriptor(compile_gpu(fused("softmax").outputs, jit("sm_80")).stages().at(0));
     CHECK(ladder(soft80) == std::vector<int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 0});

@@ -208,9 +208,10 @@ void check_compiles(const tir::Program &p) {
 }  // namespace
 
 TEST_CASE("row chains: the emitted CUDA of every row operator compiles with NVRTC for sm_80 and sm_90a") {
-    // A warp per row, a block per row, the chunked form; odd lengths; f16 and bf16 inputs.
+    // A warp per row, a block per row, clusters, split rows, the chunked form; odd lengths; f16 and bf16.
     const std::vector<std::pair<int64_t, DType>> shapes = {
-        {7, DType::F16}, {1000, DType::F16}, {8191, DType::BF16}, {32768, DType::F16}, {131072, DType::F16}};
+        {7, DType::F16},      {1000, DType::F16},  {8191, DType::BF16}, {32768, DType::F16},
+        {131072, DType::F16}, {300000, DType::F16}};  // 3 rows past 16384 (log-sum-exp) or 262144 columns split on sm_90a
     for (const char *name : {"softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm"})
         for (const auto &[cols, dtype] : shapes)
             for (const GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
