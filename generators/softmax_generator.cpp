@@ -1,13 +1,19 @@
 // Softmax over the last axis of x [rows, cols] (y in x's type), with the row max and the sum of
 // exponentials fused (the sum's repair exp(m - m') derived by Neptune). Rows and columns are
-// run-time extents. backend=gpu: Halide's CUDA backend runs the fused CPU form.
+// run-time extents. with_lse=true: the row's log-sum-exp too (f32), written by the same kernel.
 #include "RowwiseGenerator.h"
 
 namespace neptune::generators {
 
 class Softmax : public RowwiseGenerator<Softmax> {
 public:
-    OperatorSpec spec() { return base_spec(Family::Softmax); }
+    GeneratorParam<bool> with_lse{"with_lse", false};
+
+    OperatorSpec spec() {
+        OperatorSpec s = base_spec(Family::Softmax);
+        s.with_row_stats = with_lse;
+        return s;
+    }
 };
 
 }  // namespace neptune::generators

@@ -66,7 +66,9 @@ struct OperatorSpec {
     int features = 256;  // Performer
     int matmul_n = 1024;  // LayerNormMatmul, RmsNormMatmul: output columns
     double eps = 1e-5;  // LayerNorm, RmsNorm
-    bool with_row_stats = false;  // attention also returns lse, entropy and the largest probability
+    // Also the row statistics from the same kernel: attention's lse, entropy and largest probability
+    // per row; softmax's log-sum-exp.
+    bool with_row_stats = false;
     bool f32_outputs = false;  // outputs in f32, not the input type (to compare fused and unfused in f32)
 };
 

@@ -183,6 +183,13 @@ void add_softmax_family(const OperatorSpec &spec, const std::vector<Func> &input
     }
     of.stages[spec.family == Family::Softmax ? "y" : (spec.family == Family::CrossEntropy ? "loss" : "lse")] = out;
     of.outputs = {out};
+    if (spec.family == Family::Softmax && spec.with_row_stats) {
+        // Softmax with its log-sum-exp (what a backward pass or a merge of partial softmaxes reads).
+        Func lse("lse");
+        lse(r) = row_max(r) + Halide::log(row_sum(r));
+        of.stages["lse"] = lse;
+        of.outputs.push_back(lse);
+    }
 }
 
 // LayerNorm: mean -> m2 (sum of squared deviations from the final mean); RMSNorm: sum of squares.

@@ -179,6 +179,7 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
     case Family::Softmax:
         in.inputs = {{"x", t, {batch, seq}}};
         in.outputs = {{"y", t, {batch, seq}}};
+        if (spec.with_row_stats) in.outputs.push_back({"lse", DType::F32, {batch}});
         break;
     case Family::LogSumExp:
         in.inputs = {{"x", t, {batch, seq}}};

@@ -148,6 +148,7 @@ void row_op(const OperatorInstance &in, const std::vector<HostTensor> &inputs, s
         if (fam == Family::Softmax) {
             double *y = find(outputs, "y").values.data() + r * C;
             for (int64_t c = 0; c < C; c++) y[c] = std::exp(x[c] - st.max) / st.sum;
+            if (in.spec.with_row_stats) find(outputs, "lse").values[size_t(r)] = lse;
         } else if (fam == Family::LogSumExp) {
             find(outputs, "lse").values[size_t(r)] = lse;
         } else {

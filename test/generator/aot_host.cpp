@@ -15,6 +15,7 @@
 #include "prefill_row_stats_host.h"
 #include "rmsnorm_host.h"
 #include "softmax_host.h"
+#include "softmax_lse_host.h"
 
 using namespace neptune;
 using namespace neptune::testing;
@@ -50,6 +51,14 @@ TEST_CASE("aot host: softmax, log-sum-exp and cross-entropy rows") {
         check_library(instantiate(*find_operator("cross_entropy"), 5, cols),
                       [](Buffers &i, Buffers &o) { return cross_entropy_host(i[0], i[1], o[0]); });
     }
+}
+
+TEST_CASE("aot host: softmax with its log-sum-exp (with_lse=true)") {
+    OperatorSpec spec = *find_operator("softmax");
+    spec.with_row_stats = true;
+    for (int64_t cols : {1, 65, 300})
+        check_library(instantiate(spec, 5, cols),
+                      [](Buffers &i, Buffers &o) { return softmax_lse_host(i[0], o[0], o[1]); });
 }
 
 TEST_CASE("aot host: LayerNorm and RMSNorm rows") {

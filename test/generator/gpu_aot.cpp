@@ -29,6 +29,7 @@
 #include "rmsnorm.h"
 #include "softmax.h"
 #include "softmax_halide_cuda.h"
+#include "softmax_lse.h"
 
 using namespace neptune;
 using namespace neptune::testing;
@@ -177,6 +178,11 @@ TEST_CASE("gpu aot: the row-wise families on Neptune's kernels, at every rung of
         check_on_device(
             instantiate(*find_operator("logsumexp"), rows, cols),
             [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
+        OperatorSpec with_lse = *find_operator("softmax");
+        with_lse.with_row_stats = true;
+        check_on_device(
+            instantiate(with_lse, rows, cols), [](Buffers &i, Buffers &o) { return softmax_lse(i[0], o[0], o[1]); },
+            false);
         check_on_device(
             instantiate(*find_operator("cross_entropy"), rows, cols),
             [](Buffers &i, Buffers &o) { return cross_entropy(i[0], i[1], o[0]); }, false);
