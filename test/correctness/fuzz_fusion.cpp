@@ -11,7 +11,8 @@
 //
 // Chains that read one input and that the tile backend lowers (row chains) are also lowered to tile
 // programs and run by the tile-IR interpreter, their targets, producers and epilogue as outputs, and
-// compared with the plain algorithm the same way: the GPU kernels' program, checked on any machine.
+// compared with the plain algorithm the same way: the GPU kernels' program, checked on any machine,
+// in a kernel form drawn per chain (chunked, on chip, a cluster holding the row, a split row).
 //
 // The default run checks a fixed list of seeds in a few seconds. A longer campaign (every seed
 // from NEPTUNE_FUZZ_SEED on, known-bad ones included; failures of known frontend bugs are labelled
@@ -72,6 +73,9 @@ private:
 // What both copies of a chain share: sizes, the directive's parameters, the inputs.
 struct Shape {
     int n = 1, rows = 1, tile = 1, chunks = 1, targets = 1;
+    // The tile path's kernel shape: 0 the chunked form for any length, 1 the row on chip, 2 a
+    // cluster of `cluster` blocks holding the row, 3 the row split over them (states combined).
+    int kernel_form = 0, cluster = 2;
     bool split_k = false, two_producers = false, explicit_producers = false;
     Buffer<float> x, y;
 };
@@ -95,6 +99,8 @@ Shape draw_shape(uint64_t seed) {
     s.explicit_producers = d.chance(0.4);
     s.x = random_input(d, s.n, s.rows);
     s.y = random_input(d, s.n, s.rows);
+    s.kernel_form = d.range(0, 3);
+    s.cluster = d.range(2, 4);
     return s;
 }
 
@@ -389,8 +395,17 @@ std::optional<TileRun> run_tiles(const Shape &shape, const neptune::FusedReducti
         outputs.push_back(w);
     }
     TileRun run;
+    neptune::internal::LowerOptions lo;
+    lo.dtype = neptune::DType::F32;
+    if (shape.kernel_form == 1) lo.row_cols = shape.n;
+    if (shape.kernel_form >= 2) {  // a warp per block of the cluster, 128 columns a chunk when split
+        lo.arch = neptune::GpuArch::Sm90a;
+        lo.row_threads = 32;
+        lo.row_cluster = shape.cluster;
+        lo.row_cols = shape.kernel_form == 2 ? shape.n : 0;
+    }
     try {
-        run.program = neptune::internal::lower_to_tiles(g.plan(), outputs, neptune::internal::LowerOptions());
+        run.program = neptune::internal::lower_to_tiles(g.plan(), outputs, lo);
     } catch (const neptune::CompileError &e) {
         const std::string msg = e.what();
         INFO("message: " << msg);
