@@ -103,16 +103,22 @@ private:
 
 /** Replaces the outermost tensor reads of a per-row expression that depend on no value of the kernel
  * (only on the row, scalars and other tensor reads: cross-entropy's x[row, label[row]]) by named
- * values, `reads`, loaded at the kernel's start. */
+ * values, `reads`, loaded at the kernel's start; a read `known` already names (another row map's,
+ * under the same bound) is not loaded again. */
 class RowReads : public HI::IRMutator {
 public:
-    RowReads(const Kernel &k, int &counter) : k_(k), counter_(counter) {}
+    RowReads(const Kernel &k, int &counter, const std::vector<std::pair<std::string, Expr>> &known)
+        : k_(k), counter_(counter), known_(known) {}
     std::vector<std::pair<std::string, Expr>> reads;
 
 private:
     using HI::IRMutator::visit;
     Expr visit(const HI::Call *c) override {
         if (c->call_type != HI::Call::Image || reads_values(c)) return HI::IRMutator::visit(c);
+        using Reads = std::vector<std::pair<std::string, Expr>>;
+        for (const Reads *list : {&known_, static_cast<const Reads *>(&reads)})
+            for (const auto &[name, read] : *list)
+                if (HI::equal(read, Expr(c))) return HI::Variable::make(c->type, name);
         const std::string name = "g" + std::to_string(counter_++) + "_";
         reads.emplace_back(name, c);
         return HI::Variable::make(c->type, name);
@@ -133,6 +139,7 @@ private:
     }
     const Kernel &k_;
     int &counter_;
+    const std::vector<std::pair<std::string, Expr>> &known_;
 };
 
 /** The 1-D tensors an expression reads at exactly `col`. */
@@ -346,16 +353,19 @@ private:
     // reductions rather than following them, and a gather's dependent address (x at label[row]) does
     // not hold back the row's load.
     void prefetch_row_reads() {
+        std::map<std::string, std::vector<std::pair<std::string, Expr>>> loaded;  // by the bound they load under
         for (const Stmt &s : k_.body) {
             if (s->kind != NodeKind::RowMap) continue;
-            RowReads r(k_, prefetched_count_);
-            Expr v = r.mutate(s->value);
-            if (r.reads.empty()) continue;
-            line("// the row's tensor reads of " + s->dst + ", ahead");
             const std::string valid = s->valid_rows.defined() ? "row < " + scalar(s->valid_rows) : "true";
+            std::vector<std::pair<std::string, Expr>> &known = loaded[valid];
+            RowReads r(k_, prefetched_count_, known);
+            Expr v = r.mutate(s->value);
+            if (r.reads.empty() && HI::equal(v, s->value)) continue;
+            if (!r.reads.empty()) line("// the row's tensor reads of " + s->dst + ", ahead");
             for (const auto &[name, read] : r.reads)
                 line("const float " + name + " = (" + valid + ") ? " + ExprPrinter(k_, Context::Row).print(read) +
                      " : 0.0f;");
+            known.insert(known.end(), r.reads.begin(), r.reads.end());
             row_values_[s.get()] = v;
         }
     }
