@@ -9,8 +9,10 @@
 
 Tensors are PyTorch tensors (CUDA tensors run the GPU variants on PyTorch's current stream, or the
 one given; CPU tensors the host variants) or host arrays with the NumPy array interface (NumPy
-arrays, or any object with __array_interface__). They must be contiguous. The library checks every
-call (ranks, shapes, element types, the compiled head dim and grouping, device pointers) and a
+arrays, or any object with __array_interface__). They must be contiguous. A GPU call that no compiled
+variant serves (another head dim, bf16, another grouping) compiles one on first use and keeps it in
+the cache (~/.cache/neptune, or $NEPTUNE_CACHE_DIR), so later processes load it at once. The library
+checks every call (ranks, shapes, element types, the compiled head dim and grouping, device pointers) and a
 refusal raises the exception class of its status (ShapeError, DTypeError, ...), carrying the
 library's message. Standard library only; torch and numpy are used when the tensors are theirs.
 """
@@ -193,11 +195,15 @@ class Library:
             raise OSError(f"{self.path} speaks ABI {self.abi_version}, this module {ABI_VERSION}")
         self.version = L.neptune_ops_version().decode()
         self.variants = []
-        for i in range(L.neptune_ops_num_variants()):
-            v = _Variant()
-            self._check(L.neptune_ops_get_variant(i, ctypes.byref(v)))
-            self.variants.append(Variant(i, v))
+        self._read_variants()
         self.ops = list(dict.fromkeys(v.op for v in self.variants))
+
+    def _read_variants(self):
+        """Appends the variants the library has made since (those compiled on first use)."""
+        for i in range(len(self.variants), self._lib.neptune_ops_num_variants()):
+            v = _Variant()
+            self._check(self._lib.neptune_ops_get_variant(i, ctypes.byref(v)))
+            self.variants.append(Variant(i, v))
 
     def _check(self, status):
         if status == 0:
@@ -226,6 +232,8 @@ class Library:
         arr, _ = self._tensors(inputs, op_inputs=self._names(op))
         index = ctypes.c_int(-1)
         self._check(self._lib.neptune_ops_select(op.encode(), arr, len(inputs), ctypes.byref(index)))
+        if index.value >= len(self.variants):
+            self._read_variants()
         return self.variants[index.value]
 
     def output_shapes(self, variant, *inputs):

@@ -24,16 +24,7 @@ namespace {
 
 // The row-wise reductions (one row of a [rows, cols] tensor per output row), whose baselines are
 // torch eager and torch.compile rather than the attention libraries.
-bool is_row_operator(const OperatorSpec &spec) {
-    switch (spec.family) {
-    case Family::Softmax:
-    case Family::LogSumExp:
-    case Family::CrossEntropy:
-    case Family::LayerNorm:
-    case Family::RmsNorm: return true;
-    default: return false;
-    }
-}
+bool is_row_operator(const OperatorSpec &spec) { return row_wise(spec.family); }
 
 }  // namespace
 

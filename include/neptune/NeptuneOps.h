@@ -8,6 +8,14 @@
  * picks the variant that fits its tensors. No libHalide and no CUDA toolkit are needed at run time;
  * the CUDA driver is opened on the first GPU call.
  *
+ * A GPU call that no compiled variant takes (another head dim that is a multiple of 8, bf16, another
+ * grouping; the attention and row-wise families but Performer) gets a variant compiled on first use
+ * by libneptune_ops_jit.so, opened from beside this library (or NEPTUNE_OPS_JIT) only then, and kept
+ * in a cache on disk (NEPTUNE_CACHE_DIR, else $XDG_CACHE_HOME/neptune, else ~/.cache/neptune) that
+ * later processes load from without compiling. Such variants are appended to the table: its count
+ * grows, indices already handed out stay valid. Without the compiler library the call is refused
+ * (NEPTUNE_OPS_ERROR_UNSUPPORTED) with a message saying how to get it.
+ *
  * Tensors are dense and row-major (outermost dimension first, as PyTorch's contiguous tensors), on
  * the GPU (NEPTUNE_OPS_CUDA: device pointers of the current CUDA context, which PyTorch shares) or on
  * the host (NEPTUNE_OPS_HOST: the host variants, the fused CPU form). Their shapes are the suite's
@@ -80,7 +88,8 @@ NEPTUNE_OPS_API const char *neptune_ops_version(void);
 /** One compiled variant: an AOT library of generators/ and the operator of the suite it computes.
  * Strings are static. Head dims and grouping are what the variant was compiled for. */
 typedef struct neptune_ops_variant {
-    const char *name; /* the AOT library, e.g. "prefill_causal", "softmax_host" */
+    const char *name; /* the AOT library, e.g. "prefill_causal", "softmax_host", or a variant compiled on
+                         first use: operator, dtype, head dims, grouping, e.g. "decode_gqa_bf16_d64_g4" */
     const char *op; /* the suite's operator, e.g. "prefill_gqa" (neptune_bench list) */
     const char *family; /* "attention", "softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm", "performer" */
     const char *kernels; /* what runs: "neptune" (Neptune's kernels: an sm_80 fatbin with compute_90 PTX and an

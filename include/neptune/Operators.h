@@ -105,6 +105,9 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
  * causal prefill; windowed 2*B*Hq*S*min(S,W)*D); bytes are the compulsory traffic (decode: K and V only). */
 double operator_flops(const OperatorInstance &inst);
 double operator_bytes(const OperatorInstance &inst);
+/** The row-wise reductions over the last axis of x [rows, cols]: softmax, log-sum-exp, cross-entropy,
+ * LayerNorm, RMSNorm (the families Neptune's row-chain kernels run). */
+bool row_wise(Family f);
 /** True when the operator is judged in TB/s (decode and row-wise reductions) rather than TFLOP/s. */
 bool memory_bound(const OperatorSpec &spec);
 

@@ -8,7 +8,8 @@
 #                   libneptune_ops.so for baselines.py --neptune;
 #   prepare.sh aot  .devrun-aot/: the programs without libHalide (the AOT libraries' tests, apps and
 #                   lessons 9 and 10, the C ABI's tests and libneptune_ops.so, the device library's and
-#                   the runtime's tests): a few MB, no unpacking;
+#                   the runtime's tests) and the C ABI's compiler library, libneptune_ops_jit.so (which
+#                   links libHalide): a few MB, no unpacking;
 #   prepare.sh all  both, then .devrun-all/: libHalide.so.xz and one xz tarball of both folders' programs
 #                   (about 55 MB): one compact folder to copy for the JIT and the AOT checks alike.
 # scripts/gpu/setup_remote.sh unpacks .devrun-all/ and puts both folders on LD_LIBRARY_PATH; the
@@ -43,6 +44,10 @@ if [ "${1:-}" = aot ]; then
   mkdir -p .devrun-aot
   pack .devrun-aot "${aot[@]}"
   cp "$build/src/ops/libneptune_ops.so" .devrun-aot/ && strip --strip-unneeded .devrun-aot/libneptune_ops.so
+  # The compiler it opens for variants compiled on first use (needs libHalide.so from .devrun/).
+  if [ -f "$build/src/ops/libneptune_ops_jit.so" ]; then
+    cp "$build/src/ops/libneptune_ops_jit.so" .devrun-aot/ && strip --strip-unneeded .devrun-aot/libneptune_ops_jit.so
+  fi
   du -sh .devrun-aot
   exit 0
 fi

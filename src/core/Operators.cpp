@@ -215,6 +215,17 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
     return in;
 }
 
+bool row_wise(Family f) {
+    switch (f) {
+    case Family::Softmax:
+    case Family::LogSumExp:
+    case Family::CrossEntropy:
+    case Family::LayerNorm:
+    case Family::RmsNorm: return true;
+    default: return false;
+    }
+}
+
 bool memory_bound(const OperatorSpec &spec) {
     switch (spec.family) {
     case Family::Attention: return spec.attention.decode;

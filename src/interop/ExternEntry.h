@@ -10,7 +10,11 @@
  * and returns 0 or a halide_error_code_t. `descriptor` is the JSON text of interop/Descriptor.h;
  * `cuda` is halide_cuda_device_interface(), which the stage uses to put host-only inputs on the
  * device through Halide's own runtime (AOT or JIT alike). */
+#include <cstdint>
 #include <string>
+
+struct halide_buffer_t;
+struct halide_device_interface_t;
 
 namespace neptune::interop {
 
@@ -19,6 +23,11 @@ constexpr int extern_scalars = 8;
 
 /** "neptune_halide_extern_<n>" for 1 <= n <= max_extern_buffers. */
 std::string extern_function_name(int num_buffers);
+/** What every entry point runs: `scalars` holds extern_scalars values, `buffers` the stage's
+ * `num_buffers` buffers (inputs, then outputs). Callers outside a Halide pipeline (the C ABI's
+ * variants compiled on first use) call it with buffers they built themselves. */
+int run_extern_stage(void *user_context, const char *descriptor, const halide_device_interface_t *cuda,
+                     const int32_t *scalars, halide_buffer_t **buffers, int num_buffers);
 /** The entry point's address (for Halide's JIT externs); nullptr outside the range. */
 void *extern_function_address(int num_buffers);
 

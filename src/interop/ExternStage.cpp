@@ -503,8 +503,10 @@ void trace(const Group &g, bool query, int result, halide_buffer_t **bufs, const
     fn(&e);
 }
 
-int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const int32_t *scalars,
-        halide_buffer_t **bufs, int n) {
+}  // namespace
+
+int run_extern_stage(void *uc, const char *blob, const halide_device_interface_t *cuda, const int32_t *scalars,
+                     halide_buffer_t **bufs, int n) {
     if (!blob) return report(uc, "?", false, halide_error_code_internal_error, "no descriptor");
     std::string error;
     std::shared_ptr<Group> gp = find_group(blob, error);
@@ -571,11 +573,7 @@ int run(void *uc, const char *blob, const halide_device_interface_t *cuda, const
     return rc;
 }
 
-}  // namespace
-
 }  // namespace neptune::interop
-
-using neptune::interop::run;
 
 // ---- The entry points: one per buffer count, all the same launcher. ----------------------------
 
@@ -611,7 +609,7 @@ using neptune::interop::run;
                                              NEPTUNE_P##N) {                                               \
         const int32_t s[] = {s0, s1, s2, s3, s4, s5, s6, s7};                                              \
         halide_buffer_t *b[] = {NEPTUNE_A##N};                                                             \
-        return run(user_context, descriptor, cuda, s, b, N);                                               \
+        return neptune::interop::run_extern_stage(user_context, descriptor, cuda, s, b, N);                \
     }
 NEPTUNE_EXTERN(1)
 NEPTUNE_EXTERN(2)

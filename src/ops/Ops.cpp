@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
 #include <initializer_list>
 #include <limits>
 #include <mutex>
@@ -22,6 +23,9 @@
 #include "neptune/runtime/HalideBuffers.h"
 #include "neptune/runtime/NeptuneHalide.h"
 #include "neptune/runtime/NeptuneRuntime.h"
+#include "interop/Descriptor.h"
+#include "interop/ExternEntry.h"
+#include "ops/FirstUse.h"
 #include "ops/Libraries.h"
 #include "ops/OpsDType.h"
 
@@ -120,7 +124,16 @@ std::string shape_text(const std::vector<int64_t> &shape) { return shape_text(sh
 /** One entry of the table: a library, its operator's spec with the library's element type, and the
  * texts neptune_ops_variant points to. */
 struct Variant {
-    const Library *library = nullptr;
+    std::string name;  // the AOT library, or the name of a variant compiled on first use
+    int device = NEPTUNE_OPS_CUDA;
+    const Library *library = nullptr;  // null for a variant compiled on first use
+    /** A variant compiled on first use: the extern stage's descriptor (JSON, run as the AOT stages
+     * are) and where each of its buffers and scalars comes from in the call's tensors, inputs then
+     * outputs (scalars: the tensor and its dimension, outermost first). */
+    std::string descriptor;
+    std::vector<int> buffer_tensor;
+    std::vector<std::pair<int, int>> scalar_source;
+    std::string cache_file;
     OperatorSpec spec;
     int group = 0;
     std::vector<std::string> input_names, output_names;
@@ -131,8 +144,7 @@ struct Variant {
     bool is_attention() const { return spec.family == Family::Attention; }
 
     std::string describe() const {
-        std::string s =
-            std::string(library->name) + " (" + device_name(library->device) + ", " + dtype_name(spec.dtype);
+        std::string s = name + " (" + device_name(device) + ", " + dtype_name(spec.dtype);
         if (is_attention()) {
             s += ", head dim " + std::to_string(attention().head_dim_qk);
             if (attention().head_dim_v != attention().head_dim_qk) s += "/" + std::to_string(attention().head_dim_v);
@@ -193,6 +205,8 @@ OperatorInstance placeholder_instance(const Variant &v) {
 Variant make_variant(const Library &lib) {
     Variant v;
     v.library = &lib;
+    v.name = lib.name;
+    v.device = lib.device;
     const std::optional<OperatorSpec> spec = find_operator(lib.op);
     if (!spec) {
         v.broken = std::string(lib.name) + " is listed for the unknown operator " + lib.op;
@@ -246,6 +260,8 @@ const std::vector<Variant> &variants() {
             } catch (const std::exception &e) {
                 Variant broken{};
                 broken.library = &lib;
+                broken.name = lib.name;
+                broken.device = lib.device;
                 broken.spec.name = lib.op;
                 broken.broken = std::string(lib.name) + ": " + e.what();
                 t.push_back(broken);
@@ -256,11 +272,26 @@ const std::vector<Variant> &variants() {
     return table;
 }
 
+// Variants compiled on first use follow the AOT ones, in the order they were made; a deque keeps
+// the references handed out valid as it grows.
+std::mutex first_use_lock;
+std::deque<Variant> first_use_table;
+
+int num_variants() {
+    std::lock_guard<std::mutex> hold(first_use_lock);
+    return int(variants().size() + first_use_table.size());
+}
+
 const Variant &variant_at(int index) {
     const std::vector<Variant> &t = variants();
-    if (index < 0 || size_t(index) >= t.size())
+    const int count = num_variants();
+    if (index < 0 || index >= count)
         fail(NEPTUNE_OPS_ERROR_ARGUMENT,
-             "variant index " + std::to_string(index) + " is out of range [0, " + std::to_string(t.size()) + ")");
+             "variant index " + std::to_string(index) + " is out of range [0, " + std::to_string(count) + ")");
+    if (size_t(index) >= t.size()) {
+        std::lock_guard<std::mutex> hold(first_use_lock);
+        return first_use_table[size_t(index) - t.size()];
+    }
     if (!t[size_t(index)].broken.empty())
         fail(NEPTUNE_OPS_ERROR_INTERNAL, "Neptune internal error: " + t[size_t(index)].broken);
     return t[size_t(index)];
@@ -285,6 +316,9 @@ std::vector<int> variants_of(const char *op) {
         if (t[i].spec.name == op) found.push_back(int(i));
     if (found.empty())
         fail(NEPTUNE_OPS_ERROR_ARGUMENT, std::string("unknown operator '") + op + "'; this library has " + op_names());
+    std::lock_guard<std::mutex> hold(first_use_lock);
+    for (size_t i = 0; i < first_use_table.size(); i++)
+        if (first_use_table[i].spec.name == op) found.push_back(int(t.size() + i));
     return found;
 }
 
@@ -368,9 +402,9 @@ void check_tensor(const Variant &v, const neptune_ops_tensor &t, const TensorDes
     if (t.dtype != ops_dtype(want.dtype))
         fail(NEPTUNE_OPS_ERROR_DTYPE, name + " is " + abi_dtype_name(t.dtype) + ", expected " + dtype_name(want.dtype) +
                                           " (" + v.describe() + ")");
-    if (t.device != v.library->device)
+    if (t.device != v.device)
         fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is on the " + device_name(t.device) +
-                                             ", the variant's tensors on the " + device_name(v.library->device) + " (" +
+                                             ", the variant's tensors on the " + device_name(v.device) + " (" +
                                              v.describe() + ")");
     bool same = t.ndim == int(want.shape.size());
     for (int d = 0; same && d < t.ndim; d++) same = t.shape[d] == want.shape[size_t(d)];
@@ -394,8 +428,7 @@ OperatorInstance check_call(const Variant &v, const neptune_ops_tensor *in, int 
 
 /** Why variant v does not take these inputs ("" if it does), beyond their shapes. */
 std::string mismatch(const Variant &v, const neptune_ops_tensor *in) {
-    if (in[0].device != v.library->device)
-        return std::string("its tensors are on the ") + device_name(v.library->device);
+    if (in[0].device != v.device) return std::string("its tensors are on the ") + device_name(v.device);
     if (in[0].dtype != ops_dtype(v.spec.dtype)) return std::string("it takes ") + dtype_name(v.spec.dtype);
     if (v.is_attention()) {
         if (in[0].shape[3] != v.attention().head_dim_qk || in[2].shape[3] != v.attention().head_dim_v)
@@ -407,6 +440,116 @@ std::string mismatch(const Variant &v, const neptune_ops_tensor *in) {
             return "it is compiled for " + std::to_string(v.group) + " query heads per KV head";
     }
     return "";
+}
+
+/** Whether a GPU call that no AOT variant takes gets one compiled on first use: the operators the
+ * tile backend lowers, at the suite's element types. */
+bool compiles_on_first_use(const Variant &like, const neptune_ops_tensor *in) {
+    return in[0].device == NEPTUNE_OPS_CUDA && (in[0].dtype == NEPTUNE_OPS_F16 || in[0].dtype == NEPTUNE_OPS_BF16) &&
+           (like.spec.family == Family::Attention || row_wise(like.spec.family));
+}
+
+/** The GPU family NVRTC compiles for: Hopper's own instructions on compute capability 9.0. */
+std::string device_arch() {
+    neptune_device_info info{};
+    if (neptune_get_device_info(&info) != NEPTUNE_OK)
+        fail(NEPTUNE_OPS_ERROR_DEVICE,
+             std::string("compiling a variant needs the GPU, and there is none: ") + neptune_last_error());
+    const int cc = info.cc_major * 10 + info.cc_minor;
+    if (cc < 80)
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED,
+             std::string("Neptune's kernels need compute capability 8.0 or later; the GPU ") + info.name + " has " +
+                 std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
+    return cc == 90 ? "sm_90a" : "sm_" + std::to_string(cc);
+}
+
+/** Compiles (or finds in the cache) the variant of `like`'s operator for these inputs and appends it
+ * to the table; returns its index. */
+int add_first_use_variant(const Variant &like, const neptune_ops_tensor *in) {
+    const std::string &op = like.spec.name;
+    const DType dtype = in[0].dtype == NEPTUNE_OPS_BF16 ? DType::BF16 : DType::F16;
+    FirstUseRequest r;
+    r.op = op;
+    r.dtype = in[0].dtype;
+    Variant v;
+    v.device = NEPTUNE_OPS_CUDA;
+    v.spec = like.spec;
+    v.spec.dtype = dtype;
+    v.name = op + "_" + dtype_name(dtype);
+    if (like.is_attention()) {
+        AttentionSpec &a = v.spec.attention;
+        r.head_dim_qk = a.head_dim_qk = int_extent(op, "head dim", in[0].shape[3]);
+        r.head_dim_v = a.head_dim_v = int_extent(op, "head dim of v", in[2].shape[3]);
+        v.name += "_d" + std::to_string(a.head_dim_qk);
+        if (a.head_dim_v != a.head_dim_qk) v.name += "x" + std::to_string(a.head_dim_v);
+        if (a.decode) {
+            if (in[1].shape[1] < 1 || in[0].shape[1] % in[1].shape[1] != 0)
+                fail(NEPTUNE_OPS_ERROR_SHAPE, op + ": q has " + std::to_string(in[0].shape[1]) + " heads, k " +
+                                                  std::to_string(in[1].shape[1]) +
+                                                  "; q's heads must be a multiple of k's");
+            r.group = v.group = int_extent(op, "query heads per KV head", in[0].shape[1] / in[1].shape[1]);
+            a.q_heads = v.group;
+            a.kv_heads = 1;
+            v.name += "_g" + std::to_string(v.group);
+        }
+    }
+    r.arch = device_arch();
+    {
+        // Made already by another thread meanwhile: take it.
+        std::lock_guard<std::mutex> hold(first_use_lock);
+        for (size_t i = 0; i < first_use_table.size(); i++)
+            if (first_use_table[i].name == v.name) return int(variants().size() + i);
+    }
+    FirstUseVariant f;
+    try {
+        f = first_use_variant(r);
+    } catch (const FirstUseError &e) { fail(e.status, e.message); }
+    v.descriptor = f.descriptor;
+    v.cache_file = f.cache_file;
+    v.kernels = "neptune";
+    const OperatorInstance inst = placeholder_instance(v);
+    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
+    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
+    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
+    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
+    v.signature = signature_of(v, inst);
+    // Where the stage's buffers and scalars come from; a descriptor that does not fit the operator's
+    // tensors is a stale or damaged cache file, or a bug in the compiler library.
+    auto bad = [&](const std::string &why) {
+        fail(NEPTUNE_OPS_ERROR_INTERNAL, "Neptune internal error: " + op + ": the variant in " + v.cache_file + " " +
+                                             why + " (delete the file to compile it anew)");
+    };
+    interop::GroupDescriptor d;
+    try {
+        d = interop::read_descriptor(v.descriptor);
+    } catch (const std::exception &e) { bad(std::string("is unreadable: ") + e.what()); }
+    std::vector<std::string> names = v.input_names;
+    names.insert(names.end(), v.output_names.begin(), v.output_names.end());
+    if (d.buffers.size() != names.size()) bad("has " + std::to_string(d.buffers.size()) + " buffers");
+    for (const interop::TensorSpec &t : d.buffers) {
+        const auto at = std::find(names.begin(), names.end(), t.name);
+        if (at == names.end()) bad("reads or writes " + t.name + ", not a tensor of the operator");
+        v.buffer_tensor.push_back(int(at - names.begin()));
+    }
+    const std::vector<TensorDesc> &ins = inst.inputs, &outs = inst.outputs;
+    for (const std::string &s : d.scalars) {
+        bool found = false;
+        for (size_t b = 0; b < d.buffers.size() && !found; b++)
+            for (size_t k = 0; k < d.buffers[b].dims.size() && !found; k++)
+                if (d.buffers[b].dims[k] == s) {
+                    const int t = v.buffer_tensor[b];
+                    const size_t rank = size_t(t) < ins.size() ? ins[size_t(t)].shape.size()
+                                                               : outs[size_t(t) - ins.size()].shape.size();
+                    if (d.buffers[b].dims.size() != rank) bad("gives " + d.buffers[b].name + " another rank");
+                    v.scalar_source.emplace_back(t, int(rank - 1 - k));
+                    found = true;
+                }
+        if (!found) bad("has the scalar " + s + ", the extent of none of its buffers");
+    }
+    if (d.scalars.size() > size_t(interop::extern_scalars)) bad("has too many scalars");
+    std::lock_guard<std::mutex> hold(first_use_lock);
+    first_use_table.push_back(std::move(v));
+    return int(variants().size() + first_use_table.size() - 1);
 }
 
 int select_variant(const char *op, const neptune_ops_tensor *in, int n_in) {
@@ -428,15 +571,20 @@ int select_variant(const char *op, const neptune_ops_tensor *in, int n_in) {
             check_call(v, in, n_in, false);
             return c;
         }
-        device_found = device_found || in[0].device == v.library->device;
-        dtype_found = dtype_found || (in[0].device == v.library->device && in[0].dtype == ops_dtype(v.spec.dtype));
+        device_found = device_found || in[0].device == v.device;
+        dtype_found = dtype_found || (in[0].device == v.device && in[0].dtype == ops_dtype(v.spec.dtype));
         why += (why.empty() ? "" : "; ") + v.describe() + ": " + m;
     }
+    const std::string none = std::string(op) + ": no compiled variant takes " + first.input_names[0] + " " +
+                             shape_text(in[0].shape, in[0].ndim) + " " + abi_dtype_name(in[0].dtype) + " on the " +
+                             device_name(in[0].device) + " (" + why + ")";
+    if (compiles_on_first_use(first, in)) {
+        try {
+            return add_first_use_variant(first, in);
+        } catch (const Failure &f) { fail(f.status, none + "; " + f.message); }
+    }
     // A dtype that no variant on the tensors' device takes is the dtype's fault; the rest is unsupported.
-    fail(device_found && !dtype_found ? NEPTUNE_OPS_ERROR_DTYPE : NEPTUNE_OPS_ERROR_UNSUPPORTED,
-         std::string(op) + ": no compiled variant takes " + first.input_names[0] + " " +
-             shape_text(in[0].shape, in[0].ndim) + " " + abi_dtype_name(in[0].dtype) + " on the " +
-             device_name(in[0].device) + " (" + why + ")");
+    fail(device_found && !dtype_found ? NEPTUNE_OPS_ERROR_DTYPE : NEPTUNE_OPS_ERROR_UNSUPPORTED, none);
 }
 
 // ---- Running a variant -------------------------------------------------------------------------
@@ -475,7 +623,7 @@ void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t
         w.dims[size_t(k)] = halide_dimension_t(0, int32_t(extent), stride);
         stride = int32_t(stride * extent);  // numel fits 32 bits (check_tensor)
     }
-    if (v.library->device == NEPTUNE_OPS_HOST) {
+    if (v.device == NEPTUNE_OPS_HOST) {
         w.buffer.host = static_cast<uint8_t *>(t.data);
         if (input) w.buffer.set_host_dirty(true);
         return;
@@ -490,10 +638,24 @@ void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t
 void check_device(const Variant &v, const std::vector<std::pair<std::string, const neptune_ops_tensor *>> &tensors) {
     if (!neptune_cuda_available())
         fail(NEPTUNE_OPS_ERROR_DEVICE,
-             v.spec.name + ": " + v.library->name + " runs on the GPU, and there is none: " + neptune_last_error());
+             v.spec.name + ": " + v.name + " runs on the GPU, and there is none: " + neptune_last_error());
     for (const auto &[name, t] : tensors)
         if (neptune_check_device_pointer(t->data) != NEPTUNE_OK)
             fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": " + neptune_last_error());
+}
+
+/** A variant compiled on first use: its extern stage, called as a pipeline would, with the call's
+ * buffers (inputs, then outputs) in the descriptor's order and its scalars read from their extents. */
+int run_first_use(const Variant &v, std::vector<WrappedBuffer> &tensors) {
+    std::vector<halide_buffer_t *> buffers;
+    for (int t : v.buffer_tensor) buffers.push_back(&tensors[size_t(t)].buffer);
+    std::array<int32_t, interop::extern_scalars> scalars{};
+    for (size_t i = 0; i < v.scalar_source.size(); i++) {
+        const halide_buffer_t &b = tensors[size_t(v.scalar_source[i].first)].buffer;
+        scalars[i] = b.dim[b.dimensions - 1 - v.scalar_source[i].second].extent;
+    }
+    return interop::run_extern_stage(nullptr, v.descriptor.c_str(), halide_cuda_device_interface(), scalars.data(),
+                                     buffers.data(), int(buffers.size()));
 }
 
 void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptune_ops_tensor *out, int n_out,
@@ -505,7 +667,7 @@ void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptun
     std::vector<std::pair<std::string, const neptune_ops_tensor *>> all;
     for (int i = 0; i < n_in; i++) all.emplace_back(v.input_names[size_t(i)], &in[i]);
     for (int i = 0; i < n_out; i++) all.emplace_back("output " + v.output_names[size_t(i)], &out[i]);
-    if (v.library->device == NEPTUNE_OPS_CUDA) check_device(v, all);
+    if (v.device == NEPTUNE_OPS_CUDA) check_device(v, all);
 
     const CallMessages messages;
     std::vector<WrappedBuffer> buffers(all.size());
@@ -517,12 +679,12 @@ void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptun
         args.push_back(&buffers[i].buffer);
     }
     void *previous = nullptr;
-    if (v.library->device == NEPTUNE_OPS_CUDA) previous = neptune_halide_set_stream(stream);
-    const int rc = v.library->argv(args.data());
-    if (v.library->device == NEPTUNE_OPS_CUDA) neptune_halide_set_stream(previous);
+    if (v.device == NEPTUNE_OPS_CUDA) previous = neptune_halide_set_stream(stream);
+    const int rc = v.library ? v.library->argv(args.data()) : run_first_use(v, buffers);
+    if (v.device == NEPTUNE_OPS_CUDA) neptune_halide_set_stream(previous);
     if (rc != 0)
-        fail(status_of_halide(rc), v.spec.name + ": the AOT library " + v.library->name + " failed (Halide error " +
-                                       std::to_string(rc) + "): " + messages.take());
+        fail(status_of_halide(rc), v.spec.name + ": " + (v.library ? "the AOT library " : "the variant ") + v.name +
+                                       " failed (Halide error " + std::to_string(rc) + "): " + messages.take());
 }
 
 /** Runs `body` as an ABI call: its status, and the message of a failure in last_error. */
@@ -579,7 +741,7 @@ int neptune_ops_abi_version(void) { return NEPTUNE_OPS_ABI_VERSION; }
 
 const char *neptune_ops_version(void) { return NEPTUNE_VERSION; }
 
-int neptune_ops_num_variants(void) { return int(variants().size()); }
+int neptune_ops_num_variants(void) { return num_variants(); }
 
 int neptune_ops_get_variant(int index, neptune_ops_variant *out) {
     return guarded([&] {
@@ -588,14 +750,14 @@ int neptune_ops_get_variant(int index, neptune_ops_variant *out) {
         const bool attention = v.is_attention();
         const neptune::AttentionSpec &a = v.attention();
         *out = neptune_ops_variant{};
-        out->name = v.library->name;
-        out->op = v.library->op;
+        out->name = v.name.c_str();
+        out->op = v.spec.name.c_str();
         out->family = family_name(v.spec.family);
         out->kernels = v.kernels.c_str();
         out->inputs = v.inputs.c_str();
         out->outputs = v.outputs.c_str();
         out->signature = v.signature.c_str();
-        out->device = v.library->device;
+        out->device = v.device;
         out->dtype = ops_dtype(v.spec.dtype);
         out->head_dim_qk = attention ? a.head_dim_qk : 0;
         out->head_dim_v = attention ? a.head_dim_v : 0;
@@ -633,7 +795,7 @@ int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int n
             neptune_ops_tensor &o = outputs[i];
             const neptune::TensorDesc &d = inst.outputs[i];
             o.dtype = ops_dtype(d.dtype);
-            o.device = v.library->device;
+            o.device = v.device;
             o.ndim = int32_t(d.shape.size());
             std::fill(std::begin(o.shape), std::end(o.shape), int64_t(0));
             std::copy(d.shape.begin(), d.shape.end(), o.shape);

@@ -3,7 +3,9 @@
 // device query. Skips (77) without a GPU; links the shared library and Neptune's Halide-free core.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "OpsCheck.h"
 #include "neptune/NeptuneOps.h"
@@ -65,4 +67,86 @@ TEST_CASE("gpu ops: the row-wise families and Performer on Halide's CUDA backend
     p.attention.head_dim_qk = p.attention.head_dim_v = 64;
     p.features = 32;
     check_op(instantiate(p, 1, 200), "performer", on_gpu(false));
+}
+
+namespace {
+
+/** An operator of the suite at another element type, head dim and head counts. */
+OperatorInstance at(const std::string &op, DType t, int head_dim, int q_heads, int kv_heads, int64_t batch,
+                    int64_t seq) {
+    OperatorSpec s = *find_operator(op);
+    s.dtype = t;
+    s.attention.head_dim_qk = s.attention.head_dim_v = head_dim;
+    s.attention.q_heads = q_heads;
+    s.attention.kv_heads = kv_heads;
+    return instantiate(s, batch, seq);
+}
+
+OperatorInstance rowwise(const std::string &op, DType t, int64_t rows, int64_t cols) {
+    OperatorSpec s = *find_operator(op);
+    s.dtype = t;
+    return instantiate(s, rows, cols);
+}
+
+}  // namespace
+
+TEST_CASE("gpu ops: variants compiled on first use against the fp64 reference") {
+    // The cache of this run (meson test points NEPTUNE_CACHE_DIR into the build tree): a call either
+    // compiles the variant or loads it, and both must give the reference's answer.
+    const int before = neptune_ops_num_variants();
+    check_op(at("prefill_causal", DType::BF16, 64, 8, 8, 2, 200), "prefill_causal_bf16_d64", on_gpu(true));
+    check_op(at("prefill_causal", DType::F16, 80, 4, 4, 1, 333), "prefill_causal_f16_d80", on_gpu(true));
+    check_op(at("prefill_global", DType::BF16, 96, 4, 2, 1, 257), "prefill_global_bf16_d96", on_gpu(true));
+    check_op(at("prefill_gqa", DType::BF16, 128, 16, 4, 1, 130), "prefill_gqa_bf16_d128", on_gpu(true));
+    check_op(at("prefill_causal", DType::F16, 192, 2, 2, 1, 150), "prefill_causal_f16_d192", on_gpu(true));
+    check_op(at("prefill_causal", DType::BF16, 256, 2, 1, 1, 129), "prefill_causal_bf16_d256", on_gpu(true));
+    check_op(at("decode_gqa", DType::BF16, 128, 32, 8, 2, 1000), "decode_gqa_bf16_d128_g4", on_gpu(true));
+    check_op(at("decode_gqa", DType::F16, 64, 32, 2, 1, 4097), "decode_gqa_f16_d64_g16", on_gpu(true));
+    check_op(at("decode_gqa", DType::F16, 128, 8, 4, 3, 777), "decode_gqa_f16_d128_g2", on_gpu(true));
+    check_op(at("decode_causal", DType::BF16, 80, 8, 8, 2, 2049), "decode_causal_bf16_d80_g1", on_gpu(true));
+    check_op(rowwise("softmax", DType::BF16, 7, 1000), "softmax_bf16", on_gpu(false));
+    check_op(rowwise("logsumexp", DType::BF16, 33, 4097), "logsumexp_bf16", on_gpu(false));
+    check_op(rowwise("cross_entropy", DType::BF16, 9, 50257), "cross_entropy_bf16", on_gpu(false));
+    check_op(rowwise("layernorm", DType::BF16, 9, 1024), "layernorm_bf16", on_gpu(false));
+    check_op(rowwise("rmsnorm", DType::BF16, 5, 8191), "rmsnorm_bf16", on_gpu(false));
+    const int after = neptune_ops_num_variants();
+    CHECK(after == before + 15);
+    // Listed like the AOT variants; a second call of the same configuration takes the same variant.
+    neptune_ops_variant v{};
+    REQUIRE(neptune_ops_get_variant(after - 1, &v) == NEPTUNE_OPS_OK);
+    CHECK(std::string(v.name) == "rmsnorm_bf16");
+    CHECK(std::string(v.kernels) == "neptune");
+    CHECK(v.dtype == NEPTUNE_OPS_BF16);
+    CHECK(std::string(v.signature) == "x[rows,cols] bf16, gamma[cols] bf16 -> y[rows,cols] bf16");
+    REQUIRE(neptune_ops_get_variant(before + 7, &v) == NEPTUNE_OPS_OK);
+    CHECK(std::string(v.name) == "decode_gqa_f16_d64_g16");
+    CHECK(v.group == 16);
+    CHECK(v.head_dim_qk == 64);
+    check_op(at("decode_gqa", DType::BF16, 128, 32, 8, 1, 300), "decode_gqa_bf16_d128_g4", on_gpu(true));
+    CHECK(neptune_ops_num_variants() == after);
+}
+
+TEST_CASE("gpu ops: what is not compiled on first use is refused with the reason") {
+    OpsCase c = ops_case(at("prefill_causal", DType::F16, 59, 2, 2, 1, 10), 1);
+    for (OpsTensor &t : c.in) t.t.device = NEPTUNE_OPS_CUDA;
+    int index = -1;
+    std::vector<neptune_ops_tensor> in;
+    for (const OpsTensor &t : c.in) in.push_back(t.t);
+    CHECK(neptune_ops_select("prefill_causal", in.data(), 3, &index) == NEPTUNE_OPS_ERROR_UNSUPPORTED);
+    const std::string m = neptune_ops_last_error();
+    CHECK_MESSAGE(m.find("no compiled variant takes q [1, 2, 10, 59] f16 on the GPU") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("Neptune cannot compile it") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("head dims must be multiples of 8") != std::string::npos, m);
+    // Without the compiler library (an AOT-only installation), the refusal says how to get it.
+    setenv("NEPTUNE_OPS_JIT", "/nonexistent/libneptune_ops_jit.so", 1);
+    OpsCase d = ops_case(at("prefill_causal", DType::F16, 72, 2, 2, 1, 10), 1);
+    in.clear();
+    for (OpsTensor &t : d.in) {
+        t.t.device = NEPTUNE_OPS_CUDA;
+        in.push_back(t.t);
+    }
+    CHECK(neptune_ops_select("prefill_causal", in.data(), 3, &index) == NEPTUNE_OPS_ERROR_UNSUPPORTED);
+    const std::string n = neptune_ops_last_error();
+    CHECK_MESSAGE(n.find("-Dops_jit=enabled") != std::string::npos, n);
+    unsetenv("NEPTUNE_OPS_JIT");
 }

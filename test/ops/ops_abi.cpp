@@ -333,6 +333,13 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         } else {
             check_refusal(rc, NEPTUNE_OPS_ERROR_DEVICE, {"prefill_causal: q:"});
         }
+        // A configuration no AOT variant has is compiled on first use, which needs the GPU.
+        for (neptune_ops_tensor &t : g) t.dtype = NEPTUNE_OPS_BF16;
+        if (!cuda_device_present())
+            check_refusal(call(g[0], g[1], g[2], g[3]), NEPTUNE_OPS_ERROR_DEVICE,
+                          {"prefill_causal: no compiled variant takes q [1, 2, 70, 128] bf16 on the GPU",
+                           "prefill_causal (GPU, f16, head dim 128): it takes f16",
+                           "compiling a variant needs the GPU, and there is none"});
         check_refusal(neptune_ops_get_device_info(nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"out is NULL"});
     }
 }
