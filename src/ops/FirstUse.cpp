@@ -162,7 +162,8 @@ FirstUseVariant first_use_variant(const FirstUseRequest &r) {
     const int rc = c.compile(&request, &descriptor, &message);
     const std::unique_ptr<char, decltype(&std::free)> d(descriptor, &std::free), m(message, &std::free);
     if (rc != 0 || !descriptor)
-        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED, std::string("Neptune cannot compile it: ") + (message ? message : "no message"));
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED,
+             std::string("Neptune cannot compile it: ") + (message ? message : "no message"));
     v.descriptor = descriptor;
     // An unwritable cache costs the next process a compilation, not this call its result.
     if (make_directories(dir)) write_file(v.cache_file, v.descriptor);

@@ -14,6 +14,11 @@
 // compared with the plain algorithm the same way: the GPU kernels' program, checked on any machine,
 // in a kernel form drawn per chain (chunked, on chip, a cluster holding the row, a split row).
 //
+// Built with NEPTUNE_FUZZ_ON_GPU (the gpu suite's correctness/gpu_fuzz_rowchain), the same chains
+// that the tile backend lowers are compiled with compile_gpu, every compared Func an output of one
+// extern stage, and run on the GPU; its outputs are compared with the plain algorithm as the tile
+// programs' are.
+//
 // The default run checks a fixed list of seeds in a few seconds. A longer campaign (every seed
 // from NEPTUNE_FUZZ_SEED on, known-bad ones included; failures of known frontend bugs are labelled
 // "[known bug: ...]"):
@@ -32,6 +37,9 @@
 
 #include "neptune/Directives.h"
 #include "neptune/Error.h"
+#ifdef NEPTUNE_FUZZ_ON_GPU
+#include "neptune/GpuPipeline.h"
+#endif
 #include "neptune/HalideCpu.h"
 #include "neptune/HostTensor.h"
 #include "lower/Lower.h"
@@ -513,6 +521,31 @@ bool compare_copies(const Shape &shape, const Copy &fused, const Copy &plain, co
     return true;
 }
 
+#ifdef NEPTUNE_FUZZ_ON_GPU
+// 5. The GPU: the fused copy's compared Funcs as the outputs of compile_gpu's extern stage, run on
+//    this machine's GPU, their values in a TileRun for check_tiles.
+TileRun run_on_gpu(const Shape &shape, const Copy &fused, const Var &i) {
+    std::vector<Func> outputs;
+    for (const Func &f : fused.outputs()) {
+        Func w(f.name() + "_gpu");
+        w(i) = f(i);
+        outputs.push_back(w);
+    }
+    neptune::GpuPipeline p = neptune::compile_gpu(outputs);
+    std::vector<Buffer<float>> bufs;
+    for (size_t o = 0; o < outputs.size(); o++) bufs.emplace_back(shape.rows);
+    std::vector<Halide::Buffer<>> args(bufs.begin(), bufs.end());
+    p.realize(Halide::Realization(args));
+    TileRun run;
+    for (size_t o = 0; o < outputs.size(); o++) {
+        bufs[o].copy_to_host();
+        run.outputs.emplace_back(neptune::TensorDesc{outputs[o].name(), neptune::DType::F32, {shape.rows}});
+        for (int row = 0; row < shape.rows; row++) run.outputs.back().values[size_t(row)] = bufs[o](row);
+    }
+    return run;
+}
+#endif
+
 void run_chain(uint64_t seed, Stats &stats) {
     const Shape shape = draw_shape(seed);
     const std::string tag = "c" + std::to_string(seed);
@@ -523,7 +556,13 @@ void run_chain(uint64_t seed, Stats &stats) {
         const std::optional<neptune::FusedReduction> g = apply_directive(shape, fused, fb.kv(), stats);
         if (!g) return;
         const std::string plan = g->describe();
-        const std::optional<TileRun> tiles = run_tiles(shape, *g, fused, fb.i(), stats);
+        std::optional<TileRun> tiles = run_tiles(shape, *g, fused, fb.i(), stats);
+#ifdef NEPTUNE_FUZZ_ON_GPU
+        if (!tiles) return;  // the GPU run checks what the tile backend lowers
+        const neptune::tir::Program program = tiles->program;
+        tiles = run_on_gpu(shape, fused, fb.i());
+        tiles->program = program;
+#endif
         std::optional<Halide::Realization> realized;
         std::vector<bool> masked;
         if (compare_copies(shape, fused, plain, pb.i(), plan, stats, realized, masked) &&
@@ -541,6 +580,11 @@ void run_chain(uint64_t seed, Stats &stats) {
 // here): 23, 42, 54 and 65 give a producer an initial value other than its reducer's identity,
 // which the fused targets never see (they read the partial producer without it).
 constexpr uint64_t default_chains = 80;
+#ifdef NEPTUNE_FUZZ_ON_GPU
+constexpr uint64_t default_gpu_or_cpu_chains = 400;
+#else
+constexpr uint64_t default_gpu_or_cpu_chains = default_chains;
+#endif
 const std::set<uint64_t> known_bad_seeds = {};
 
 uint64_t env_or(const char *name, uint64_t fallback) {
@@ -550,8 +594,13 @@ uint64_t env_or(const char *name, uint64_t fallback) {
 
 }  // namespace
 
+#ifndef NEPTUNE_FUZZ_ON_GPU
 TEST_CASE("fuzz fusion: random reduction chains are rejected by name or fused and correct") {
-    const uint64_t iterations = env_or("NEPTUNE_FUZZ_ITERATIONS", default_chains),
+#else
+// The chains of seeds 1..400 that the tile backend lowers (about 20), on the GPU.
+TEST_CASE("fuzz fusion: the row chains among random reduction chains, compiled and run on the GPU") {
+#endif
+    const uint64_t iterations = env_or("NEPTUNE_FUZZ_ITERATIONS", default_gpu_or_cpu_chains),
                    first = env_or("NEPTUNE_FUZZ_SEED", 1);
     const bool campaign = std::getenv("NEPTUNE_FUZZ_ITERATIONS") != nullptr;
     Stats stats;
