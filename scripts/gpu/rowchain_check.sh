@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (after . scripts/gpu/setup_remote.sh): the row-chain checks, results into DIR.
 #   rowchain_check.sh DIR [PART...]   PARTs (default all, in this order):
-#   jit       DIR/gpu-tests.txt: the JIT row-chain suite (users' chains, split rows, the ladder), timed
+#   jit       DIR/gpu-tests.txt: the JIT row-chain suite (users' chains, split rows, the ladder) and the
+#             fuzzer's row chains on the GPU, timed
 #   split     DIR/split.json: neptune_bench profile of few long rows (split over a cluster) against the
 #             copy and torch, and DIR/unsplit.json: the same rows with --row-cluster 1
 #   stats     DIR/row-stats.json: prefill_causal 1,8192 and attention_row_stats (with its row
@@ -22,7 +23,7 @@ suite() {
 }
 for part in $parts; do
   case $part in
-  jit) suite .devrun/test_correctness_gpu_jit_rowchain ;;
+  jit) suite .devrun/test_correctness_gpu_jit_rowchain; suite .devrun/test_correctness_gpu_fuzz_rowchain ;;
   split)
     for point in "logsumexp 8,262144" "cross_entropy 8,262144" "logsumexp 64,131072" "softmax 8,524288" \
                  "layernorm 8,524288"; do
