@@ -48,7 +48,8 @@ public:
     const std::map<std::string, int64_t> &ints() const;
     /** Runs every block of every kernel in the tile-IR interpreter, with the semantics the CUDA emitter
      * implements. `tensors`: the inputs and outputs by their names; the workspaces are allocated here,
-     * sized by `ints` (the kernels' int parameters). */
+     * sized by `ints` (the kernels' int parameters). Attention tensors are dense unless `ints` gives
+     * their stride parameters (e.g. "q_vstride_2", the head stride in units of 8 elements). */
     void interpret(const std::vector<HostTensor *> &tensors, const std::map<std::string, int64_t> &ints) const;
 
     struct Impl;

@@ -40,6 +40,7 @@ void TileProgram::interpret(const std::vector<HostTensor *> &tensors,
                             const std::map<std::string, int64_t> &ints) const {
     tir::LaunchArgs args;
     args.ints = ints;
+    tir::bind_dense_strides(impl_->program, args.ints);
     for (HostTensor *t : tensors) args.tensors[t->desc.name] = t;
     std::map<std::string, Halide::Expr> vars;
     for (const auto &[name, v] : ints) vars[name] = Halide::Expr(int(v));

@@ -188,7 +188,7 @@ private:
         if (after_reads) line("nd::fence_proxy_async();");
         line("nd::mbarrier_arrive_expect_tx(" + bar + ", " + std::to_string(tile_bytes(k_.values.at(n.dst))) + ");");
         line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + buffer + "), " + ident(map_of(n).name) + ", " +
-             scalar(f(n.row)) + ", " + scalar(f(n.plane)) + ", " + bar + ");");
+             scalar(f(n.row)) + ", " + scalar(f(n.head)) + ", " + scalar(f(n.batch)) + ", " + bar + ");");
         indent_--;
         line("}");
     }
@@ -244,7 +244,8 @@ private:
         line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " +
              std::to_string(tile_bytes(t)) + ");");
         line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " +
-             scalar(n.row) + ", " + scalar(n.plane) + ", " + ident(n.dst) + "_full + " + stage + ");");
+             scalar(n.row) + ", " + scalar(n.head) + ", " + scalar(n.batch) + ", " + ident(n.dst) + "_full + " + stage +
+             ");");
     }
 
     // A TMA load's buffer: for a ring tile, T_stage and T_phase (the parity of its barriers' current

@@ -6,6 +6,7 @@
 
 #include "codegen/CodeGenCuda.h"
 #include "core/SplitChunks.h"
+#include "core/StrideParams.h"
 #include "extern/DescribeKernels.h"
 #include "extern/IsolateGroup.h"
 #include "interop/Descriptor.h"
@@ -225,12 +226,35 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
     if (num_buffers > interop::max_extern_buffers) fail("more buffers than an extern entry point takes");
 
     // 3. Scalars: every int parameter of the kernels but split-K's chunk count and tile order (the
-    // launcher picks those), as Exprs of the pipeline.
+    // launcher picks those) and the strides of the stage's buffers (it reads them from the buffers),
+    // as Exprs of the pipeline. A secondary output is a dense workspace: its strides are scalars.
     std::vector<Halide::Expr> scalars;
     for (const tir::Kernel &k : p0.kernels)
         for (const std::string &p : k.int_params) {
             if (is_split_k_launch_param(p) || std::find(d.scalars.begin(), d.scalars.end(), p) != d.scalars.end())
                 continue;
+            std::string tensor;
+            int dim = 0;
+            if (parse_stride_param(p, &tensor, &dim)) {
+                bool buffer = false;
+                for (interop::TensorSpec &t : d.buffers)
+                    if (t.name == tensor) {
+                        t.strided = buffer = true;
+                        if (dim >= int(t.dims.size()))
+                            throw InternalError(where + ": " + p + " strides a dimension " + tensor + " lacks");
+                    }
+                if (buffer) continue;
+                const SecondaryOutput *o = nullptr;
+                for (const SecondaryOutput &s2 : secondary)
+                    if (s2.tensor == tensor) o = &s2;
+                if (!o || dim >= int(o->extents.size()))
+                    throw InternalError(where + ": the kernels take " + p + ", a stride of no buffer of the stage");
+                Halide::Expr dense = Halide::Expr(1);
+                for (int e = 0; e < dim; e++) dense = dense * o->extents[size_t(e)];
+                d.scalars.push_back(p);
+                scalars.push_back(Halide::cast<int32_t>(dense / kStrideUnit));
+                continue;
+            }
             auto e = extent_of.find(p);
             if (e == extent_of.end())
                 fail("the extent " + p +
@@ -260,6 +284,14 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         d.chunks = opt.chunks < 0 ? plan.chunks : opt.chunks > 0 ? opt.chunks : -1;
         d.split_blocks = "(* batch kv_heads)";
         d.split_keys = "seq_kv";
+        // The combine writes tile outputs by rows r = b * q_heads + h (one query row each), r head strides in.
+        for (const interop::TensorSpec &t : d.buffers)
+            if (t.output && t.strided)
+                d.constraints.push_back(
+                    {"(== " + stride_param(t.name, 3) + " (* q_heads " + stride_param(t.name, 2) + "))",
+                     t.name + ": decode writes its (batch, head) rows one head stride apart, so its batch stride "
+                              "must be q_heads times its head stride (as in [B, 1, H, D] and [B, H, 1, D] tensors)",
+                     true});
     }
 
     // 4. The kernel sets, checked against the stage's arguments.
@@ -281,9 +313,15 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
             for (const std::string &t : k.tensors)
                 if (!known.count(t))
                     throw InternalError(where + ": kernel " + k.name + " reads " + t + ", no buffer of the stage");
-            for (const std::string &n : k.ints)
-                if (!is_split_k_launch_param(n) && !has(n))
+            for (const std::string &n : k.ints) {
+                std::string t;
+                int dim = 0;
+                bool strided_buffer = false;
+                if (parse_stride_param(n, &t, &dim))
+                    for (const interop::TensorSpec &b : d.buffers) strided_buffer = strided_buffer || b.name == t;
+                if (!is_split_k_launch_param(n) && !has(n) && !strided_buffer)
                     throw InternalError(where + ": kernel " + k.name + " takes " + n + ", no scalar of the stage");
+            }
         }
         d.sets.push_back(std::move(ks));
     }

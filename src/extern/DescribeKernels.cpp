@@ -71,10 +71,12 @@ interop::KernelSet describe_kernels(const tir::Program &p) {
         for (const tir::TensorParam &t : k.tensors) ks.tensors.push_back(t.name);
         for (const tir::TensorMap &m : k.tensor_maps) {
             const tir::TensorView &v = k.views.at(m.tensor);
-            ks.maps.push_back({m.tensor,
-                               {int_expr_text(v.cols), int_expr_text(v.rows), int_expr_text(v.planes)},
-                               m.box_rows,
-                               m.l2_promotion});
+            ks.maps.push_back(
+                {m.tensor,
+                 {int_expr_text(v.cols), int_expr_text(v.rows), int_expr_text(v.heads), int_expr_text(v.batch)},
+                 {int_expr_text(v.row_stride), int_expr_text(v.head_stride), int_expr_text(v.batch_stride)},
+                 m.box_rows,
+                 m.l2_promotion});
         }
         ks.ints = k.int_params;
         s.kernels.push_back(ks);

@@ -240,12 +240,15 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
         std::vector<Impl::TensorMap> maps;
         for (const tir::TensorMap &tm : k.tensor_maps) {
             const tir::TensorView &v = k.views.at(tm.tensor);
-            const unsigned long long cols = eval_int(v.cols, m.ints), rows = eval_int(v.rows, m.ints),
-                                     planes = eval_int(v.planes, m.ints);
-            const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {cols * 2, rows * cols * 2};
+            const unsigned long long dims[4] = {
+                (unsigned long long)eval_int(v.cols, m.ints), (unsigned long long)eval_int(v.rows, m.ints),
+                (unsigned long long)eval_int(v.heads, m.ints), (unsigned long long)eval_int(v.batch, m.ints)};
+            const unsigned long long strides[3] = {2ull * (unsigned long long)eval_int(v.row_stride, m.ints),
+                                                   2ull * (unsigned long long)eval_int(v.head_stride, m.ints),
+                                                   2ull * (unsigned long long)eval_int(v.batch_stride, m.ints)};
             const unsigned box[2] = {64, unsigned(tm.box_rows)};
             maps.emplace_back();
-            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, dims, strides, box,
+            check(neptune_tensor_map_encode(maps.back().bytes, m.dev.at(tm.tensor), 2, 4, dims, strides, box,
                                             tm.l2_promotion),
                   ("encoding " + tm.name).c_str());
         }

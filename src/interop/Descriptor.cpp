@@ -206,7 +206,7 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-5"},
+    json j = {{"format", "neptune-extern-6"},
               {"name", d.name},
               {"jit", d.jit},
               {"scalars", d.scalars},
@@ -217,10 +217,15 @@ json to_json(const GroupDescriptor &d, bool with_images) {
               {"copy_of_workspace", d.copy_of_workspace}};
     j["buffers"] = json::array();
     for (const TensorSpec &t : d.buffers)
-        j["buffers"].push_back(
-            {{"name", t.name}, {"output", t.output}, {"type_code", t.type_code}, {"bits", t.bits}, {"dims", t.dims}});
+        j["buffers"].push_back({{"name", t.name},
+                                {"output", t.output},
+                                {"type_code", t.type_code},
+                                {"bits", t.bits},
+                                {"dims", t.dims},
+                                {"strided", t.strided}});
     j["constraints"] = json::array();
-    for (const Constraint &c : d.constraints) j["constraints"].push_back({{"expr", c.expr}, {"message", c.message}});
+    for (const Constraint &c : d.constraints)
+        j["constraints"].push_back({{"expr", c.expr}, {"message", c.message}, {"strides", c.strides}});
     j["sets"] = json::array();
     for (const KernelSet &s : d.sets) {
         json js = {{"arch", s.arch},       {"codes", s.codes},         {"min_cc", s.min_cc},
@@ -232,7 +237,8 @@ json to_json(const GroupDescriptor &d, bool with_images) {
             json maps = json::array();
             for (const TensorMapSpec &m : k.maps)
                 maps.push_back({{"tensor", m.tensor},
-                                {"dims", {m.dims[0], m.dims[1], m.dims[2]}},
+                                {"dims", {m.dims[0], m.dims[1], m.dims[2], m.dims[3]}},
+                                {"strides", {m.strides[0], m.strides[1], m.strides[2]}},
                                 {"box_rows", m.box_rows},
                                 {"l2_promotion", m.l2_promotion}});
             js["kernels"].push_back({{"name", k.name},
@@ -269,7 +275,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-5")
+        if (j.at("format") != "neptune-extern-6")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -282,8 +288,9 @@ GroupDescriptor read_descriptor(const std::string &text) {
         d.copy_of_workspace = j.at("copy_of_workspace").get<std::string>();
         for (const json &b : j.at("buffers"))
             d.buffers.push_back({b.at("name"), b.at("output"), b.at("type_code"), b.at("bits"),
-                                 b.at("dims").get<std::vector<std::string>>()});
-        for (const json &c : j.at("constraints")) d.constraints.push_back({c.at("expr"), c.at("message")});
+                                 b.at("dims").get<std::vector<std::string>>(), b.at("strided").get<bool>()});
+        for (const json &c : j.at("constraints"))
+            d.constraints.push_back({c.at("expr"), c.at("message"), c.at("strides").get<bool>()});
         for (const json &js : j.at("sets")) {
             KernelSet s;
             s.arch = js.at("arch");
@@ -306,7 +313,8 @@ GroupDescriptor read_descriptor(const std::string &text) {
                 for (const json &m : k.at("maps")) {
                     TensorMapSpec ms;
                     ms.tensor = m.at("tensor");
-                    for (int i = 0; i < 3; i++) ms.dims[i] = m.at("dims").at(i);
+                    for (int i = 0; i < 4; i++) ms.dims[i] = m.at("dims").at(i);
+                    for (int i = 0; i < 3; i++) ms.strides[i] = m.at("strides").at(i);
                     ms.box_rows = m.at("box_rows");
                     ms.l2_promotion = m.at("l2_promotion");
                     ks.maps.push_back(ms);

@@ -38,20 +38,25 @@ private:
 };
 
 /** One buffer argument of the extern stage. `dims` are the extents, innermost first (Halide's order);
- * every dimension has min 0 and the buffer is dense (stride 1, then products of extents). */
+ * every dimension has min 0. A dense buffer has stride 1, then products of extents; a `strided` one
+ * only stride 1 innermost: the kernels take its other strides as parameters (core/StrideParams.h),
+ * which the launcher fills from the buffer, so views of other layouts run without a copy. */
 struct TensorSpec {
     std::string name;
     bool output = false;
     int type_code = 2;  // halide_type_code_t: 0 int, 1 uint, 2 float, 4 bfloat
     int bits = 16;
     std::vector<std::string> dims;
+    bool strided = false;
 };
 
 /** A TMA descriptor the launcher encodes per call: boxes of box_rows x 64 elements of a tensor
- * viewed as planes of rows x cols (dims: cols, rows, planes), 128-byte swizzle. */
+ * viewed as [batch, heads, rows, cols] (dims: cols, rows, heads, batch; strides in elements between
+ * rows, heads and batches), 128-byte swizzle. */
 struct TensorMapSpec {
     std::string tensor;
-    std::string dims[3];
+    std::string dims[4];
+    std::string strides[3];
     int box_rows = 0;
     int l2_promotion = 256;  // bytes the L2 fetches per miss (neptune_tensor_map_encode)
 };
@@ -101,9 +106,11 @@ struct KernelSet {
     std::vector<WorkspaceSpec> workspaces;
 };
 
-/** A condition the scalars must meet, and the message when they do not. */
+/** A condition the scalars must meet, and the message when they do not. One over `strides` also
+ * reads the strided buffers' stride parameters: it is checked once the buffers are. */
 struct Constraint {
     std::string expr, message;
+    bool strides = false;
 };
 
 struct GroupDescriptor {

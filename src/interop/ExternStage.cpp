@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/SplitChunks.h"
+#include "core/StrideParams.h"
 #include "interop/Descriptor.h"
 #include "interop/ExternEntry.h"
 #include "neptune/runtime/NeptuneHalide.h"
@@ -91,8 +92,8 @@ struct Group {
         std::vector<neptune_function *> functions;
         std::vector<std::array<IntExpr, 3>> grids;
         std::vector<IntExpr> clusters;  // per kernel: blocks per cluster along x (1 without clusters)
-        std::vector<std::vector<std::array<IntExpr, 3>>>
-            map_dims;  // per kernel, per TMA descriptor: cols, rows, planes
+        /** Per kernel, per TMA descriptor: cols, rows, heads, batch, then the row, head and batch strides. */
+        std::vector<std::vector<std::array<IntExpr, 7>>> map_dims;
         std::vector<IntExpr> workspace_elements;
     };
     std::map<int, Loaded> loaded;  // by index in desc.sets
@@ -176,9 +177,10 @@ std::string scalar_values(const GroupDescriptor &d, const std::map<std::string, 
     return s;
 }
 
-/** Checks a buffer that holds data (or an output's region) against its spec; 0 or an error code. */
+/** Checks a buffer that holds data (or an output's region) against its spec; 0 or an error code.
+ * A strided buffer's stride parameters go into `vars`. */
 int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const std::vector<int64_t> &extents,
-             const std::map<std::string, int64_t> &vars) {
+             std::map<std::string, int64_t> &vars) {
     const TensorSpec &t = g.desc.buffers[i];
     const std::string what = (t.output ? "output buffer " : "buffer ") + t.name;
     auto fail = [&](int code, const std::string &m) {
@@ -203,11 +205,23 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
             return fail(halide_error_code_constraint_violated, m);
         }
         // Strides matter only for data: a query's output region has none.
-        if (!b->is_bounds_query() && extents[k] > 1 && d.stride != stride)
-            return fail(halide_error_code_constraint_violated, "has stride " + std::to_string(d.stride) +
-                                                                   " in dimension " + std::to_string(k) +
-                                                                   ", expected " + std::to_string(stride) +
-                                                                   ": Neptune's kernels read and write dense tensors");
+        const bool data = !b->is_bounds_query() && extents[k] > 1;
+        if (t.strided && k > 0) {
+            // A stride where the extent is 1 is never used to address: the dense one stands in.
+            const int64_t given = data ? int64_t(d.stride) : stride;
+            if (given <= 0 || given % internal::kStrideUnit)
+                return fail(halide_error_code_constraint_violated,
+                            "has stride " + std::to_string(given) + " in dimension " + std::to_string(k) +
+                                ": Neptune's kernels take strides that are positive multiples of " +
+                                std::to_string(internal::kStrideUnit) + " elements (16 bytes)");
+            vars[internal::stride_param(t.name, int(k))] = given / internal::kStrideUnit;
+        } else if (data && d.stride != stride) {
+            return fail(halide_error_code_constraint_violated,
+                        "has stride " + std::to_string(d.stride) + " in dimension " + std::to_string(k) +
+                            ", expected " + std::to_string(stride) +
+                            (t.strided ? ": the innermost dimension must be contiguous"
+                                       : ": Neptune's kernels read and write this tensor dense"));
+        }
         stride *= extents[k];
     }
     return 0;
@@ -265,8 +279,10 @@ int load(void *uc, Group &g, int index) {
         l.clusters.push_back(IntExpr::parse(k.cluster.empty() ? "1" : k.cluster));
         l.map_dims.emplace_back();
         for (const TensorMapSpec &m : k.maps)
-            l.map_dims.back().push_back(
-                {IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]), IntExpr::parse(m.dims[2])});
+            l.map_dims.back().push_back({IntExpr::parse(m.dims[0]), IntExpr::parse(m.dims[1]),
+                                         IntExpr::parse(m.dims[2]), IntExpr::parse(m.dims[3]),
+                                         IntExpr::parse(m.strides[0]), IntExpr::parse(m.strides[1]),
+                                         IntExpr::parse(m.strides[2])});
     }
     for (const WorkspaceSpec &w : set.workspaces) l.workspace_elements.push_back(IntExpr::parse(w.elements));
     return 0;
@@ -347,6 +363,13 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         bool a = false;
         if (int rc = device_address(uc, g, i, bufs[i], cuda, &address[g.desc.buffers[i].name], &a)) return rc;
         allocated[i] = a;
+        // Vector copies and TMA read 16-byte units from the start of a row; a dense buffer's allocation
+        // is aligned, a view into another tensor need not be.
+        if (g.desc.buffers[i].strided && reinterpret_cast<uintptr_t>(address[g.desc.buffers[i].name]) % 16)
+            return fail(
+                halide_error_code_constraint_violated,
+                "buffer " + g.desc.buffers[i].name +
+                    "'s data does not start on 16 bytes: Neptune's kernels read and write rows of 16-byte units");
     }
     for (size_t w = 0; w < set.workspaces.size(); w++) {
         const WorkspaceSpec &ws = set.workspaces[w];
@@ -391,13 +414,12 @@ int launch(void *uc, Group &g, halide_buffer_t **bufs, const halide_device_inter
         };
         std::vector<Map> maps(ks.maps.size());
         for (size_t m = 0; m < ks.maps.size(); m++) {
-            const std::array<IntExpr, 3> &d = l.map_dims[k][m];
-            const unsigned long long cols = (unsigned long long)d[0].eval(vars),
-                                     rows = (unsigned long long)d[1].eval(vars),
-                                     planes = (unsigned long long)d[2].eval(vars);
-            const unsigned long long dims[3] = {cols, rows, planes}, strides[2] = {2 * cols, 2 * cols * rows};
+            const std::array<IntExpr, 7> &d = l.map_dims[k][m];
+            unsigned long long dims[4], strides[3];
+            for (int i = 0; i < 4; i++) dims[i] = (unsigned long long)d[size_t(i)].eval(vars);
+            for (int i = 0; i < 3; i++) strides[i] = 2ull * (unsigned long long)d[size_t(4 + i)].eval(vars);
             const unsigned box[2] = {64, unsigned(ks.maps[m].box_rows)};
-            if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, dims, strides, box,
+            if (neptune_tensor_map_encode(maps[m].bytes, address.at(ks.maps[m].tensor), 2, 4, dims, strides, box,
                                           ks.maps[m].l2_promotion) != NEPTUNE_OK)
                 return fail(halide_error_code_device_run_failed,
                             std::string("the TMA descriptor of ") + ks.maps[m].tensor + ": " + neptune_last_error());
@@ -521,7 +543,7 @@ int run_extern_stage(void *uc, const char *blob, const halide_device_interface_t
     std::map<std::string, int64_t> vars;
     for (size_t s = 0; s < d.scalars.size(); s++) vars[d.scalars[s]] = scalars[s];
     for (size_t c = 0; c < g.constraints.size(); c++)
-        if (!g.constraints[c].eval(vars))
+        if (!d.constraints[c].strides && !g.constraints[c].eval(vars))
             return fail(halide_error_code_constraint_violated,
                         d.constraints[c].message + " (" + scalar_values(d, vars) + ")");
 
@@ -534,7 +556,8 @@ int run_extern_stage(void *uc, const char *blob, const halide_device_interface_t
         query = query || bufs[i]->is_bounds_query();
     }
     // Every buffer is needed whole (the kernels read whole inputs and write whole outputs): a query
-    // gets [0, extent) in every dimension; a buffer with data must be exactly that, dense.
+    // gets [0, extent) in every dimension; a buffer with data must be exactly that, dense (or strided
+    // where its spec says so).
     for (int i = 0; i < n; i++) {
         std::vector<int64_t> ext;
         for (const IntExpr &e : g.dims[size_t(i)]) ext.push_back(e.eval(vars));
@@ -562,6 +585,11 @@ int run_extern_stage(void *uc, const char *blob, const halide_device_interface_t
         trace(g, true, 0, bufs, scalars);
         return 0;
     }
+    for (size_t c = 0; c < g.constraints.size(); c++)
+        if (d.constraints[c].strides && !g.constraints[c].eval(vars)) {
+            trace(g, false, halide_error_code_constraint_violated, bufs, scalars);
+            return fail(halide_error_code_constraint_violated, d.constraints[c].message);
+        }
     int rc = 0, set_index = -1;
     if (!d.copy_of_group.empty()) {
         rc = copy_out(uc, g, bufs, cuda);

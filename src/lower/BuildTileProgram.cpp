@@ -1,9 +1,11 @@
 #include "lower/BuildTileProgram.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 
+#include "core/StrideParams.h"
 #include "frontend/Symbolic.h"
 #include "lower/Patterns.h"
 #include "neptune/Error.h"
@@ -345,13 +347,31 @@ private:
         k.name = name;
         k.warps = opt_.warps;
         k.tensors = {{q_, opt_.dtype, false}, {k_, opt_.dtype, false}, {v_, opt_.dtype, false}};
-        // Each input as planes of rows x cols, so loads can also address it by (plane, row): TMA's view.
-        k.views[q_] = {int_var("batch") * int_var("q_heads"), int_var("seq_q"), Expr(opt_.head_dim_qk)};
-        k.views[k_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_qk)};
-        k.views[v_] = {int_var("batch") * int_var("kv_heads"), int_var("seq_kv"), Expr(opt_.head_dim_v)};
         for (const TensorParam &t : extra_inputs()) k.tensors.push_back(t);
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
+        // q, k and v through their strides, so loads can also address them by (batch, head, row): TMA's view.
+        add_view(k, q_, "q_heads", "seq_q", opt_.head_dim_qk);
+        add_view(k, k_, "kv_heads", "seq_kv", opt_.head_dim_qk);
+        add_view(k, v_, "kv_heads", "seq_kv", opt_.head_dim_v);
+        add_output_views(k);
         return k;
+    }
+
+    // Element stride of `tensor`'s dimension d (1 rows, 2 heads, 3 batch): its kernel parameter, in units.
+    static Expr stride_of(const std::string &tensor, int d) { return int_var(stride_param(tensor, d)) * kStrideUnit; }
+
+    // `tensor` as [batch, heads, rows, cols] through its strides, which become int parameters of `k`.
+    static void add_view(Kernel &k, const std::string &tensor, const std::string &heads, const std::string &rows,
+                         int cols) {
+        k.views[tensor] = {int_var("batch"),     int_var(heads),       int_var(rows),       Expr(cols),
+                           stride_of(tensor, 1), stride_of(tensor, 2), stride_of(tensor, 3)};
+        for (int d = 1; d <= 3; d++) k.int_params.push_back(stride_param(tensor, d));
+    }
+
+    // The tile outputs ([batch, q_heads, seq_q, head_dim_v]) are written through their strides too.
+    void add_output_views(Kernel &k) const {
+        for (const OutputInfo &o : outs_)
+            if (o.tile) add_view(k, o.tensor, "q_heads", "seq_q", opt_.head_dim_v);
     }
 
     // 1-D inputs read inside maps: ALiBi's slopes, a per-head temperature, the keys each batch
@@ -452,8 +472,8 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_view_load("k_s", k_, bind(kv_plane(), rows), int_var("j") * bn(), bind(k_base(), rows),
-                                   Expr(opt_.head_dim_qk), int_var("seq_kv") - int_var("j") * bn(),
+        b.push_back(make_view_load("k_s", k_, bind(int_var("b"), rows), bind(hk_, rows), int_var("j") * bn(),
+                                   bind(kv_base(k_), rows), stride_of(k_, 1), int_var("seq_kv") - int_var("j") * bn(),
                                    Expr(opt_.head_dim_qk)));
         b.push_back(make_fill("s", 0.0f));
         b.push_back(with_role(make_dot("s", "q_a", "k_s", true), Role::ScoreDot));
@@ -536,8 +556,8 @@ private:
                 }
                 if (!loaded_v) {
                     b.push_back(
-                        with_role(make_view_load("v_s", v_, bind(kv_plane(), rows), int_var("j") * bn(),
-                                                 bind(v_base(), rows), Expr(opt_.head_dim_v),
+                        with_role(make_view_load("v_s", v_, bind(int_var("b"), rows), bind(hk_, rows),
+                                                 int_var("j") * bn(), bind(kv_base(v_), rows), stride_of(v_, 1),
                                                  int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)),
                                   Role::ValueLoad));
                     loaded_v = true;
@@ -561,14 +581,9 @@ private:
         return b;
     }
 
-    // Element offsets of the slices, over canonical (h, b) and loop variable j.
-    Expr kv_plane() const { return int_var("b") * int_var("kv_heads") + hk_; }
-    Expr k_base() const {
-        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bn()) *
-               opt_.head_dim_qk;
-    }
-    Expr v_base() const {
-        return ((int_var("b") * int_var("kv_heads") + hk_) * int_var("seq_kv") + int_var("j") * bn()) * opt_.head_dim_v;
+    // Element offset of KV tile j of K or V, over canonical (h, b) and loop variable j.
+    Expr kv_base(const std::string &t) const {
+        return int_var("b") * stride_of(t, 3) + hk_ * stride_of(t, 2) + int_var("j") * bn() * stride_of(t, 1);
     }
 
     void init_states(Kernel &k, Block &b) const {
@@ -591,8 +606,12 @@ private:
     }
 
     // Finals (initial values folded in) and the outputs, with rows bound by `rows`.
+    // Tile outputs are written from element `tile_base` on, rows `tile_row_stride` apart (scaled by
+    // the output's strides: tile_base(t) and tile_row_stride(t)); row outputs (f32 statistics) are dense,
+    // from row out_row0 on.
     void epilogue(Kernel &k, Block &b, const std::map<std::string, Expr> &rows, const Expr &out_row0,
-                  const Expr &valid_rows) {
+                  const Expr &valid_rows, const std::function<Expr(const std::string &)> &tile_base,
+                  const std::function<Expr(const std::string &)> &tile_row_stride) {
         for (const StageInfo &si : stages_) {
             const Expr init = si.st->init;
             if (HI::equal(init, reducer_identity(si.st->reducer)) ||
@@ -609,7 +628,7 @@ private:
             if (o.tile) {
                 k.values[v] = acc_tile(dvp());
                 b.push_back(with_role(make_map(v, value, "output " + o.tensor), Role::Epilogue));
-                b.push_back(make_store(v, o.tensor, out_row0 * opt_.head_dim_v, Expr(opt_.head_dim_v), valid_rows,
+                b.push_back(make_store(v, o.tensor, tile_base(o.tensor), tile_row_stride(o.tensor), valid_rows,
                                        Expr(opt_.head_dim_v)));
             } else {
                 k.values[v] = row_vec();
@@ -661,16 +680,19 @@ private:
         const std::map<std::string, Expr> rows = {
             {"i", int_var("q0") + int_var("row")}, {"h", int_var("h")}, {"b", int_var("b")}};
         Block body;
-        const Expr q_plane = int_var("b") * int_var("q_heads") + int_var("h");
-        body.push_back(make_view_load(
-            "q_s", q_, q_plane, int_var("q0"), (q_plane * int_var("seq_q") + int_var("q0")) * opt_.head_dim_qk,
-            Expr(opt_.head_dim_qk), int_var("seq_q") - int_var("q0"), Expr(opt_.head_dim_qk)));
+        // The slice of (b, h) from row q0 of q, or of a tile output.
+        const auto row_base = [](const std::string &t) {
+            return int_var("b") * stride_of(t, 3) + int_var("h") * stride_of(t, 2) + int_var("q0") * stride_of(t, 1);
+        };
+        const auto row_stride = [](const std::string &t) { return stride_of(t, 1); };
+        body.push_back(make_view_load("q_s", q_, int_var("b"), int_var("h"), int_var("q0"), row_base(q_),
+                                      row_stride(q_), int_var("seq_q") - int_var("q0"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
         body.push_back(make_loop("j", Expr(0), int_var("n_tiles"), state_names(), tile_step(k, rows)));
         epilogue(k, body, rows, (int_var("b") * int_var("q_heads") + int_var("h")) * int_var("seq_q") + int_var("q0"),
-                 int_var("seq_q") - int_var("q0"));
+                 int_var("seq_q") - int_var("q0"), row_base, row_stride);
         k.body = body;
         return k;
     }
@@ -703,9 +725,9 @@ private:
         // The K and V slices depend on the KV head only: hk(h) is the same for the whole group.
         hk_ = int_var("hkv");
         Block body;
-        body.push_back(make_load(
-            "q_s", q_, (int_var("b") * int_var("q_heads") + int_var("h0")) * int_var("seq_q") * opt_.head_dim_qk,
-            int_var("seq_q") * opt_.head_dim_qk, int_var("group"), Expr(opt_.head_dim_qk)));
+        // One query row per head: the group's rows are heads h0 .. h0 + group - 1, a head stride apart.
+        body.push_back(make_load("q_s", q_, int_var("b") * stride_of(q_, 3) + int_var("h0") * stride_of(q_, 2),
+                                 stride_of(q_, 2), int_var("group"), Expr(opt_.head_dim_qk)));
         body.push_back(make_barrier());
         body.push_back(make_convert("q_a", "q_s"));
         init_states(k, body);
@@ -734,6 +756,7 @@ private:
         k.name = "neptune_split_k_combine";
         k.warps = opt_.warps;
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "chunks"};
+        add_output_views(k);
         for (const TensorParam &t : extra_inputs()) k.tensors.push_back(t);
         for (const StageInfo &si : stages_) k.tensors.push_back({"ws_" + si.name, DType::F32, false});
         k.grid_x = (int_var("batch") * int_var("q_heads") + bm() - 1) / bm();
@@ -785,7 +808,11 @@ private:
         }
         for (const std::string &n : merged) step.push_back(make_row_map(n, fvar(n + "_new")));
         body.push_back(make_loop("p", Expr(0), int_var("chunks"), state_names(), step));
-        epilogue(k, body, rows, int_var("r0"), valid);
+        // Row r is (batch r / q_heads, head r % q_heads) of one query row: a tile output's rows lie a head
+        // stride apart where the batch stride is q_heads head strides, which the extern stage checks.
+        epilogue(
+            k, body, rows, int_var("r0"), valid, [](const std::string &t) { return int_var("r0") * stride_of(t, 2); },
+            [](const std::string &t) { return stride_of(t, 2); });
         k.body = body;
         return k;
     }

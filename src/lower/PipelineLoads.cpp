@@ -8,10 +8,10 @@ using namespace tir;
 
 namespace {
 
-// TMA writes the 128-byte-swizzled layout and addresses the tensor by (plane, row) of its view.
+// TMA writes the 128-byte-swizzled layout and addresses the tensor by (batch, head, row) of its view.
 bool takes_tma(const Kernel &k, const Node &load) {
     const TileType &t = k.values.at(load.dst);
-    return t.layout == Layout::SharedSwizzled128 && load.plane.defined() && load.row.defined() &&
+    return t.layout == Layout::SharedSwizzled128 && load.head.defined() && load.row.defined() &&
            k.views.count(load.tensor) && t.rows % 8 == 0 && t.rows <= 256;
 }
 

@@ -11,7 +11,7 @@ namespace neptune::internal {
 
 /** Afterwards: every TileLoad into a shared tile directly inside a CarriedLoop has stage = 0 (the
  * emitter rotates buffers by iteration) and copy = CpAsync, or copy = Tma where `tma` holds and the
- * load can take it (a swizzled tile of a tensor with a view, loaded by (plane, row)): those tensors
+ * load can take it (a swizzled tile of a tensor with a view, loaded by (batch, head, row)): those tensors
  * get a TensorMap with the tile's rows as box rows and `l2_promotion`. kernel.pipeline_stages = stages. The emitter
  * issues the first stages - 1 iterations' copies before the loop and, at each load, waits for this
  * iteration's copy, synchronizes the block (the buffer of the previous iteration is then free) and

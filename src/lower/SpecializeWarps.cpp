@@ -33,7 +33,8 @@ Kernel specialize_warps(const Kernel &k, int stages, int l2_promotion) {
         throw CompileError(k.name + ": TMA pipelining needs at least 2 stages, not " + std::to_string(stages));
     Kernel out = k;
     auto tma = [&](const Stmt &s, const Node *loop) {
-        if (!s->plane.defined()) throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (plane, row)");
+        if (!s->head.defined())
+            throw InternalError(k.name + ": the TMA load of " + s->dst + " has no (batch, head, row)");
         add_tensor_map(out, s->tensor, k.values.at(s->dst).rows, l2_promotion);
         return with(s, [&](Node &n) {
             n.copy = CopyKind::Tma;

@@ -425,9 +425,11 @@ int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const un
     return NEPTUNE_OK;
 }
 
-int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
-                              const unsigned long long strides[2], const unsigned box[2], int l2_promotion_bytes) {
+int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, int rank, const unsigned long long *dims,
+                              const unsigned long long *strides, const unsigned box[2], int l2_promotion_bytes) {
     if (!map || !base || !dims || !strides || !box) return invalid("neptune_tensor_map_encode: a NULL argument");
+    if (rank < 2 || rank > 5)
+        return invalid("neptune_tensor_map_encode: the rank is 2 to 5, not " + std::to_string(rank));
     CUtensorMapL2promotion promotion;
     switch (l2_promotion_bytes) {
     case 0: promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE; break;
@@ -441,27 +443,33 @@ int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, co
     if (reinterpret_cast<uintptr_t>(map) % 64)
         return invalid("neptune_tensor_map_encode: the map is not 64-byte aligned");
     if (element_bytes != 2) return invalid("neptune_tensor_map_encode: only 16-bit elements are supported");
-    if (reinterpret_cast<uintptr_t>(base) % 16 || strides[0] % 16 || strides[1] % 16)
-        return invalid(
-            "neptune_tensor_map_encode: the base and the row and plane strides must be multiples of 16 bytes");
+    bool aligned = reinterpret_cast<uintptr_t>(base) % 16 == 0;
+    for (int d = 0; d + 1 < rank; d++) aligned = aligned && strides[d] % 16 == 0 && strides[d] > 0;
+    if (!aligned)
+        return invalid("neptune_tensor_map_encode: the base and the strides must be positive multiples of 16 bytes");
     if (box[0] * unsigned(element_bytes) != 128 || box[1] == 0 || box[1] > 256)
         return invalid(
             "neptune_tensor_map_encode: boxes are 64 elements (128 bytes, the swizzle's span) by 1 to 256 rows");
     if (int rc = neptune_init()) return rc;
     const State &s = state();
-    const cuuint64_t global_dim[3] = {dims[0], dims[1], dims[2]};
-    const cuuint64_t global_strides[2] = {strides[0], strides[1]};
-    const cuuint32_t box_dim[3] = {box[0], box[1], 1};
-    const cuuint32_t element_strides[3] = {1, 1, 1};
+    cuuint64_t global_dim[5], global_strides[4];
+    cuuint32_t box_dim[5], element_strides[5];
+    std::string shape;
+    for (int d = 0; d < rank; d++) {
+        global_dim[d] = dims[d];
+        if (d + 1 < rank) global_strides[d] = strides[d];
+        box_dim[d] = d < 2 ? box[d] : 1;
+        element_strides[d] = 1;
+        shape += (d ? " x " : "") + std::to_string(dims[d]);
+    }
     // 128-byte swizzle, the layout wgmma descriptors read; out-of-bounds elements are zeros.
     if (CUresult r = s.cu.cuTensorMapEncodeTiled(
-            static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void *>(base), global_dim,
-            global_strides, box_dim, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
-        return cuda_fail("cuTensorMapEncodeTiled", r,
-                         "a " + std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + " x " +
-                             std::to_string(dims[2]) + " tensor with boxes of " + std::to_string(box[0]) + " x " +
-                             std::to_string(box[1]));
+            static_cast<CUtensorMap *>(map), CU_TENSOR_MAP_DATA_TYPE_UINT16, cuuint32_t(rank), const_cast<void *>(base),
+            global_dim, global_strides, box_dim, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+        return cuda_fail(
+            "cuTensorMapEncodeTiled", r,
+            "a " + shape + " tensor with boxes of " + std::to_string(box[0]) + " x " + std::to_string(box[1]));
     return NEPTUNE_OK;
 }
 

@@ -105,6 +105,7 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);
+    tir::bind_dense_strides(out.program, out.ints);  // the suite's tensors are dense
     return out;
 }
 

@@ -1,5 +1,9 @@
 #include "tir/IR.h"
 
+#include <algorithm>
+#include <optional>
+
+#include "core/StrideParams.h"
 #include "neptune/Error.h"
 
 namespace neptune {
@@ -89,12 +93,14 @@ Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr b
     return n;
 }
 
-Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr plane, Halide::Expr row,
-                    Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows, Halide::Expr valid_cols) {
+Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr batch, Halide::Expr head,
+                    Halide::Expr row, Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows,
+                    Halide::Expr valid_cols) {
     return with(
         make_load(dst, tensor, std::move(base), std::move(row_stride), std::move(valid_rows), std::move(valid_cols)),
         [&](Node &n) {
-            n.plane = std::move(plane);
+            n.batch = std::move(batch);
+            n.head = std::move(head);
             n.row = std::move(row);
         });
 }
@@ -340,8 +346,8 @@ Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
 
 Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body) {
     return with(s, [&](Node &n) {
-        for (Halide::Expr *e : {&n.base, &n.row_stride, &n.col_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.plane,
-                                &n.row, &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
+        for (Halide::Expr *e : {&n.base, &n.row_stride, &n.col_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.batch,
+                                &n.head, &n.row, &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
             if (e->defined()) *e = f(*e);
         if (with_body)
             for (Stmt &b : n.body) b = with_exprs(b, f, true);
@@ -349,5 +355,30 @@ Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Ex
 }
 
 Halide::Expr int_var(const std::string &name) { return Halide::Internal::Variable::make(Halide::Int(32), name); }
+
+void bind_dense_strides(const Program &p, std::map<std::string, int64_t> &ints) {
+    std::map<std::string, Halide::Expr> known;
+    for (const auto &[n, v] : ints) known[n] = Halide::Expr(int32_t(v));
+    auto eval = [&](const Kernel &k, const std::string &t, const Halide::Expr &e) {
+        const Halide::Expr c = Halide::Internal::simplify(Halide::Internal::substitute(known, e));
+        const std::optional<int64_t> v = Halide::Internal::as_const_int(c);
+        if (!v) throw neptune::InternalError(k.name + ": an extent of " + t + " is not known from the int parameters");
+        return *v;
+    };
+    for (const Kernel &k : p.kernels)
+        for (const auto &[t, v] : k.views) {
+            const int64_t cols = eval(k, t, v.cols), rows = eval(k, t, v.rows), heads = eval(k, t, v.heads);
+            if (cols % internal::kStrideUnit)
+                throw neptune::InternalError(k.name + ": " + t + "'s rows are not a multiple of the stride unit");
+            const int64_t dense[3] = {cols, rows * cols, heads * rows * cols};
+            for (int d = 1; d <= 3; d++) {
+                const std::string name = internal::stride_param(t, d);
+                if (ints.count(name) || std::find(k.int_params.begin(), k.int_params.end(), name) == k.int_params.end())
+                    continue;
+                ints[name] = dense[d - 1] / internal::kStrideUnit;
+                known[name] = Halide::Expr(int32_t(ints[name]));
+            }
+        }
+}
 
 }  // namespace neptune::tir

@@ -127,10 +127,13 @@ struct TensorParam {
     std::vector<std::string> dims = {};
 };
 
-/** A tensor as planes of rows x cols (q: batch * heads planes of seq x head_dim), over the int
- * params: how tile loads address it by (plane, row). */
+/** An attention tensor as [batch, heads, rows, cols] (q: [batch, q_heads, seq_q, head_dim]) over the
+ * int params: extents, and strides in elements (cols contiguous), which are the kernel's stride
+ * parameters (core/StrideParams.h) so that views of other layouts ([batch, rows, heads, cols]) run
+ * without a copy. How TMA addresses it, by (batch, head, row); the interpreter reads it so too. */
 struct TensorView {
-    Halide::Expr planes, rows, cols;
+    Halide::Expr batch, heads, rows, cols;
+    Halide::Expr row_stride, head_stride, batch_stride;
 };
 
 /** A TMA descriptor the launcher encodes for one kernel parameter: boxes of box_rows x 64 elements
@@ -207,8 +210,8 @@ using Block = std::vector<Stmt>;
  *             `value` is not evaluated there (so it may read tensors that end at the valid extent).
  *  TileReduce dst[r] = op(dst[r], op over c of src[r][c]), max treating -inf as its identity; over a row
  *             strip with valid_cols defined, only the columns c < valid_cols.
- *             A TileLoad with copy Tma reads by (plane, row): element (r, c) is the tensor's view element
- *             (plane, row + r, c), zero beyond the view's rows and cols (what TMA's bounds do).
+ *             A TileLoad with copy Tma reads by (batch, head, row): element (r, c) is the tensor's view
+ *             element (batch, head, row + r, c), zero beyond the view's rows and cols (what TMA's bounds do).
  *  TileDot    acc[m][n] = (accumulate ? acc[m][n] : 0) + sum_k a[m][k] * (transpose_b ? b[n][k] : b[k][n]);
  *             a (a register A operand, or a shared tile for wgmma) and b hold f16/bf16 values, products
  *             and sums in f32.
@@ -252,8 +255,8 @@ struct Node {
     Halide::Expr value;  // Fill (constant), TileMap, RowMap: the elementwise expression; LastArrival: the arrivals
     ReduceOp op = ReduceOp::Sum;  // TileReduce
     bool transpose_b = false;  // TileDot: acc += a * b^T
-    Halide::Expr plane, row;  // TileLoad: the slice as (plane, first row) of the tensor's view; cluster
-        // loads: the first row of the shared tile
+    Halide::Expr batch, head, row;  // TileLoad: the slice as (batch, head, first row) of the tensor's view;
+        // cluster loads: `row` is the first row of the shared tile
     Halide::Expr rank;  // cluster loads (TileLoad, RowLoad from shared tile `src`): the block read
     CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
     int stage = -1;  // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
@@ -277,9 +280,10 @@ struct Node {
 
 Stmt make_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
                Halide::Expr valid_rows, Halide::Expr valid_cols);
-/** A load that also knows its slice as (plane, row) of the tensor's view: what TMA addresses. */
-Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr plane, Halide::Expr row,
-                    Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows, Halide::Expr valid_cols);
+/** A load that also knows its slice as (batch, head, row) of the tensor's view: what TMA addresses. */
+Stmt make_view_load(const std::string &dst, const std::string &tensor, Halide::Expr batch, Halide::Expr head,
+                    Halide::Expr row, Halide::Expr base, Halide::Expr row_stride, Halide::Expr valid_rows,
+                    Halide::Expr valid_cols);
 Stmt make_store(const std::string &src, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
                 Halide::Expr valid_rows, Halide::Expr valid_cols);
 Stmt make_row_load(const std::string &dst, const std::string &tensor, Halide::Expr base, Halide::Expr row_stride,
@@ -324,6 +328,12 @@ struct Kernel;
 /** Adds the TMA descriptor "<tensor>_map" for boxes of `box_rows` to k.tensor_maps unless the tensor
  * has one; one per tensor, so a second height is an InternalError. */
 void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion);
+struct Program;
+/** The stride parameters (core/StrideParams.h) of every kernel's views that `ints` lacks, set to the
+ * dense layout's (products of extents, in kStrideUnit elements), the extents evaluated over `ints`:
+ * for callers that hold dense tensors (the JIT operator, the interpreter's checks). Throws
+ * InternalError when an extent is not a constant under `ints` or cols is not a multiple of the unit. */
+void bind_dense_strides(const Program &p, std::map<std::string, int64_t> &ints);
 /** A copy of `s` with role `r`. */
 Stmt with_role(const Stmt &s, Role r);
 /** The index of the first statement of `b` with role `r`, or b.size() when there is none. */
@@ -348,7 +358,7 @@ struct Kernel {
     int producer_warps = 0;  // warps issuing TMA copies ahead of the compute warps (0: none)
     int producer_registers = 0, consumer_registers = 0;  // setmaxnreg budgets of the two roles (0: none)
     std::vector<TensorMap> tensor_maps;  // TMA descriptors, passed after the tensors
-    std::map<std::string, TensorView> views;  // by tensor name: the tensors loads address by (plane, row)
+    std::map<std::string, TensorView> views;  // by tensor name: the tensors addressed by (batch, head, row)
     std::vector<ScalarDef> scalars;
     std::map<std::string, TileType> values;  // every tile and row vector
     Block body;

@@ -510,19 +510,21 @@ private:
 
     DType tensor_type(const Stmt &s) const { return tensors_.at(s->tensor)->desc.dtype; }
 
-    /** A TMA load: by (plane, row) of the tensor's view, zeros beyond its rows and columns. */
+    /** A TMA load: by (batch, head, row) of the tensor's view, zeros beyond its rows and columns. */
     void view_load(const Stmt &s) {
         Value &v = values_.at(s->dst);
         const TensorView &t = k_.views.at(s->tensor);
-        const int64_t plane = index(s->plane), row = index(s->row), rows = index(t.rows), cols = index(t.cols);
-        if (plane < 0 || plane >= index(t.planes) || row < 0)
-            fail(s,
-                 "plane " + std::to_string(plane) + ", row " + std::to_string(row) + " is outside '" + s->tensor + "'");
+        const int64_t batch = index(s->batch), head = index(s->head), row = index(s->row), rows = index(t.rows),
+                      cols = index(t.cols);
+        if (batch < 0 || batch >= index(t.batch) || head < 0 || head >= index(t.heads) || row < 0)
+            fail(s, "batch " + std::to_string(batch) + ", head " + std::to_string(head) + ", row " +
+                        std::to_string(row) + " is outside '" + s->tensor + "'");
+        const int64_t base = batch * index(t.batch_stride) + head * index(t.head_stride), stride = index(t.row_stride);
         std::fill(v.data.begin(), v.data.end(), 0.0f);
         for (int64_t r = 0; r < v.type.rows && row + r < rows; r++)
             for (int64_t c = 0; c < v.type.cols && c < cols; c++)
                 v.data[size_t(r * v.type.cols + c)] =
-                    round_to(v.type.elem, float(element(s, (plane * rows + row + r) * cols + c)));
+                    round_to(v.type.elem, float(element(s, base + (row + r) * stride + c)));
     }
 
     void tile_io(const Stmt &s, bool load) {

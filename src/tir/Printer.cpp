@@ -18,7 +18,7 @@ std::string join(const std::vector<std::string> &names) {
 }
 
 /** "x[base: r0 * n, stride n, valid rows - r0 x 32]": the global slice a load or store touches;
- * TMA loads name it by plane and row ("k[plane b * 8 + h / 4, row j * 128, ...]"). */
+ * TMA loads name it by batch, head and row ("k[batch b, head h / 4, row j * 128]"). */
 std::string slice(const Node &n, bool with_stride, bool with_cols) {
     if (n.rank.defined()) {  // "acc_shared@rank p[row strip * 4, valid 4 x 128]"
         std::string s = n.src + "@rank " + expr(n.rank) + "[row " + expr(n.row) + ", valid " + expr(n.valid_rows);
@@ -26,7 +26,7 @@ std::string slice(const Node &n, bool with_stride, bool with_cols) {
         return s + "]";
     }
     if (n.kind == NodeKind::TileLoad && n.copy == CopyKind::Tma)
-        return n.tensor + "[plane " + expr(n.plane) + ", row " + expr(n.row) + "]";
+        return n.tensor + "[batch " + expr(n.batch) + ", head " + expr(n.head) + ", row " + expr(n.row) + "]";
     std::string s = n.tensor + "[base: " + expr(n.base);
     if (with_stride) s += ", stride " + expr(n.row_stride);
     if (n.col_stride.defined()) s += ", column stride " + expr(n.col_stride);

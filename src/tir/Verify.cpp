@@ -234,7 +234,8 @@ private:
             if (p.name == m.tensor) t = &p;
         if (!t) fail(nullptr, "tensor map '" + m.name + "' describes '" + m.tensor + "', which is not a tensor");
         if (!k_.views.count(m.tensor))
-            fail(nullptr, "tensor map '" + m.name + "': tensor '" + m.tensor + "' has no (planes, rows, cols) view");
+            fail(nullptr,
+                 "tensor map '" + m.name + "': tensor '" + m.tensor + "' has no [batch, heads, rows, cols] view");
         if (!is_l2_promotion(m.l2_promotion))
             fail(nullptr, "tensor map '" + m.name + "': the L2 promotion is 0, 64, 128 or 256 bytes, not " +
                               std::to_string(m.l2_promotion));
@@ -371,9 +372,11 @@ private:
                 // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
                 if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
                 if (s->copy == CopyKind::Tma) {
-                    check_index(s, s->plane, "plane");
+                    check_index(s, s->batch, "batch");
+                    check_index(s, s->head, "head");
                     check_index(s, s->row, "row");
-                    if (!k_.views.count(t.name)) fail(s, "a TMA load needs the tensor's (planes, rows, cols) view");
+                    if (!k_.views.count(t.name))
+                        fail(s, "a TMA load needs the tensor's [batch, heads, rows, cols] view");
                     bool mapped = false;
                     for (const TensorMap &m : k_.tensor_maps)
                         mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);

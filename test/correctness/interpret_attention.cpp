@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/StrideParams.h"
 #include "suite/LowerOperator.h"
 #include "neptune/Check.h"
 #include "neptune/Error.h"
@@ -33,7 +34,41 @@ struct Case {
     int cluster = -1;  // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
+    bool bshd = false;  // q, k, v and out as [B, S, H, D] memory with padded heads, read through strides
 };
+
+/** Tensor t ([B, H, S, D], dense) as [B, S, H, D] memory whose heads are `pad` elements apart beyond
+ * D and whose batches `batch_pad` beyond; the strides go into `ints` (units of 8 elements). */
+HostTensor strided_copy(const HostTensor &t, int64_t pad, int64_t batch_pad, std::map<std::string, int64_t> &ints) {
+    const std::vector<int64_t> &sh = t.desc.shape;
+    const int64_t B = sh[0], H = sh[1], S = sh[2], D = sh[3];
+    const int64_t sh_ = D + pad, ss = H * sh_, sb = S * ss + batch_pad;
+    HostTensor m(TensorDesc{t.desc.name, t.desc.dtype, {B * sb}});
+    std::fill(m.values.begin(), m.values.end(), NAN);  // padding: a read of it shows
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++)
+                for (int64_t d = 0; d < D; d++)
+                    m.values[size_t(b * sb + i * ss + h * sh_ + d)] = t.values[size_t(((b * H + h) * S + i) * D + d)];
+    ints[internal::stride_param(t.desc.name, 1)] = ss / internal::kStrideUnit;
+    ints[internal::stride_param(t.desc.name, 2)] = sh_ / internal::kStrideUnit;
+    ints[internal::stride_param(t.desc.name, 3)] = sb / internal::kStrideUnit;
+    return m;
+}
+
+/** The inverse: memory `m` laid out as strided_copy made it, back into dense `t`. */
+void gather_strided(const HostTensor &m, HostTensor &t, const std::map<std::string, int64_t> &ints) {
+    const std::vector<int64_t> &sh = t.desc.shape;
+    const int64_t ss = ints.at(internal::stride_param(t.desc.name, 1)) * internal::kStrideUnit,
+                  sh_ = ints.at(internal::stride_param(t.desc.name, 2)) * internal::kStrideUnit,
+                  sb = ints.at(internal::stride_param(t.desc.name, 3)) * internal::kStrideUnit;
+    for (int64_t b = 0; b < sh[0]; b++)
+        for (int64_t h = 0; h < sh[1]; h++)
+            for (int64_t i = 0; i < sh[2]; i++)
+                for (int64_t d = 0; d < sh[3]; d++)
+                    t.values[size_t(((b * sh[1] + h) * sh[2] + i) * sh[3] + d)] =
+                        m.values[size_t(b * sb + i * ss + h * sh_ + d)];
+}
 
 void run(const OperatorSpec &op, const Case &c) {
     OperatorSpec s = op;
@@ -86,7 +121,22 @@ void run(const OperatorSpec &op, const Case &c) {
     for (HostTensor &t : ws) args.tensors[t.desc.name] = &t;
     args.ints = l.ints;
     args.sm_count = c.sm_count;
+    // The [B, S, H, D] memory of every 4-D tensor: heads 16 elements apart beyond D, batches 8 more
+    // (decode's output rows are (batch, head) rows a head stride apart: no batch padding there).
+    std::map<std::string, HostTensor> strided;
+    if (c.bshd) {
+        for (std::vector<HostTensor> *ts : {&in, &out})
+            for (HostTensor &t : *ts) {
+                if (t.desc.shape.size() != 4) continue;
+                const bool decode_out = a.decode && ts == &out;
+                strided.emplace(t.desc.name, strided_copy(t, 16, decode_out ? 0 : 8, args.ints));
+                args.tensors[t.desc.name] = &strided.at(t.desc.name);
+            }
+        CHECK(strided.size() == 4);
+    }
     tir::interpret(l.program, args);
+    for (HostTensor &t : out)
+        if (strided.count(t.desc.name)) gather_strided(strided.at(t.desc.name), t, args.ints);
     const std::vector<HostTensor> ref = reference::compute(inst, in);
     for (size_t o = 0; o < out.size(); o++) {
         const ErrorStats e = compare(out[o].values, ref[o].values);
@@ -250,6 +300,22 @@ TEST_CASE("interpret: the sm_90a programs (wgmma, TMA by plane and row, releases
         for (const Case &c : cases) {
             if (op.attention.decode && c.seq_q) continue;
             if (c.window && op.attention.mask != Mask::Window) continue;
+            run(op, c);
+        }
+    }
+}
+
+TEST_CASE("interpret: q, k, v and out as [B, S, H, D] memory with padded heads, read through their strides") {
+    // The kernels address every attention tensor through its strides: a model's projections viewed as
+    // [B, H, S, D] run without a copy. Padding beyond D and between batches holds NaN, so a read of it
+    // shows in the output. Both families: mma.sync with cp.async, and sm_90a's TMA maps (4-D, strided).
+    for (const OperatorSpec &op : operator_suite()) {
+        if (op.family != Family::Attention) continue;
+        for (Case c : std::vector<Case>{{2, 70, 64, 64, 0, 0, 32, 3},
+                                        {2, 70, 64, 64, 0, 0, 64, 3, GpuArch::Sm90a},
+                                        {1, 45, 96, 64, 0, 0, 16, 2}}) {
+            c.bshd = true;
+            if (op.attention.decode && c.arch == GpuArch::Sm90a) c.block_n = 32;
             run(op, c);
         }
     }

@@ -46,6 +46,7 @@ void check(const Modifier &modifier, const AttentionShape &s, GpuArch arch, Fusi
     args.ints = {
         {"batch", s.batch}, {"q_heads", s.q_heads}, {"kv_heads", s.kv_heads}, {"seq_q", s.seq_q}, {"seq_kv", s.seq_kv}};
     if (split_k) internal::set_split_k_params(args.ints, chunks);
+    tir::bind_dense_strides(program, args.ints);
     std::vector<HostTensor> workspaces;
     workspaces.reserve(program.workspaces.size());
     for (const tir::Workspace &w : program.workspaces) {

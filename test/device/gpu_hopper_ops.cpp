@@ -58,7 +58,7 @@ struct Tensor {
         const unsigned long long dims[3] = {unsigned(cols), unsigned(rows), unsigned(planes)};
         const unsigned long long strides[2] = {2ull * cols, 2ull * cols * rows};
         const unsigned box[2] = {64, unsigned(box_rows)};
-        REQUIRE_MESSAGE(neptune_tensor_map_encode(map.bytes, dev->ptr, 2, dims, strides, box, 256) == NEPTUNE_OK,
+        REQUIRE_MESSAGE(neptune_tensor_map_encode(map.bytes, dev->ptr, 2, 3, dims, strides, box, 256) == NEPTUNE_OK,
                         last_error());
     }
 };

@@ -154,11 +154,23 @@ TEST_CASE("aot extern: wrong buffers are refused before any device work, naming 
     CHECK(prefill_causal(odd.q, odd.k, odd.v, odd.out) == halide_error_code_constraint_violated);
     CHECK(has(all_messages(), "q_heads must be a multiple of kv_heads (batch = 2, q_heads = 4, kv_heads = 3"));
 
-    Buffer<void> longer(f16(), {128, 18, 2, 2});
-    longer.crop(1, 0, 9);
+    // Views are read through their strides, as long as rows start on 16 bytes: rows of 130 do not.
+    Buffer<void> wide_rows(f16(), {130, 9, 2, 2});
+    wide_rows.crop(0, 0, 128);
     clear_messages();
-    CHECK(prefill_causal(a.q, longer, a.v, a.out) == halide_error_code_constraint_violated);
-    CHECK(has(all_messages(), "buffer k has stride 2304 in dimension 2, expected 1152"));
+    CHECK(prefill_causal(a.q, wide_rows, a.v, a.out) == halide_error_code_constraint_violated);
+    CHECK(has(all_messages(),
+              "buffer k has stride 130 in dimension 1: Neptune's kernels take strides that are "
+              "positive multiples of 8 elements (16 bytes)"));
+
+    // Decode writes (batch, head) rows one head stride apart: an output whose heads are a crop of 20
+    // (batch stride 20 head strides for 16 heads) is refused, before any device work.
+    Attention dec(128, 1, 16, 9, 2, 2);
+    Buffer<void> out_of_20(f16(), {128, 1, 20, 2});
+    out_of_20.crop(2, 0, 16);
+    clear_messages();
+    CHECK(decode_gqa(dec.q, dec.k, dec.v, out_of_20) == halide_error_code_constraint_violated);
+    CHECK(has(all_messages(), "batch stride must be q_heads times its head stride"));
 
     Attention two_rows(128, 2, 16, 9, 2, 1);  // decode takes one query row
     clear_messages();

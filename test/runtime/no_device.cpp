@@ -95,13 +95,18 @@ TEST_CASE("neptune_tensor_map_encode: bad arguments are refused before any drive
     alignas(16) static unsigned short data[64 * 8];
     const unsigned long long dims[3] = {64, 8, 1}, strides[2] = {128, 1024};
     const unsigned box[2] = {64, 8};
-    CHECK(neptune_tensor_map_encode(&map, data, 2, dims, strides, box, 100) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(neptune_tensor_map_encode(&map, data, 2, 3, dims, strides, box, 100) == NEPTUNE_ERROR_INVALID_ARGUMENT);
     CHECK(mentions(neptune_last_error(), "L2 promotion is 0, 64, 128 or 256 bytes, not 100"));
     const unsigned wide[2] = {128, 8};
-    CHECK(neptune_tensor_map_encode(&map, data, 2, dims, strides, wide, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(neptune_tensor_map_encode(&map, data, 2, 3, dims, strides, wide, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
     CHECK(mentions(neptune_last_error(), "boxes are 64 elements"));
-    CHECK(neptune_tensor_map_encode(&map, data, 4, dims, strides, box, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(neptune_tensor_map_encode(&map, data, 4, 3, dims, strides, box, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
     CHECK(mentions(neptune_last_error(), "16-bit elements"));
+    CHECK(neptune_tensor_map_encode(&map, data, 2, 6, dims, strides, box, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(mentions(neptune_last_error(), "rank is 2 to 5, not 6"));
+    const unsigned long long odd[2] = {128, 1000};  // a plane stride that is not a multiple of 16 bytes
+    CHECK(neptune_tensor_map_encode(&map, data, 2, 3, dims, odd, box, 128) == NEPTUNE_ERROR_INVALID_ARGUMENT);
+    CHECK(mentions(neptune_last_error(), "positive multiples of 16 bytes"));
 }
 
 TEST_CASE("neptune_last_error: each thread keeps its own message") {

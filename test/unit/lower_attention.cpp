@@ -473,9 +473,10 @@ TEST_CASE(
         CHECK(
             listing.find("load ws_acc[base: (strip * 4 + n_rows * p + r0) * 128, stride 128, valid select(p < chunks, "
                          "r_valid - strip * 4, 0) x 128]") != std::string::npos);
-        CHECK(listing.find(
-                  std::string("store out[base: ") + (fold ? "(strip * 4 + r0) * 128" : "(strip * 4 + r0) * 128") +
-                  ", stride 128, valid r_valid - strip * 4 x 128] = o_out" + (fold ? "_c" : "")) != std::string::npos);
+        // Output rows are (batch, head) rows of one query each, a head stride (out_vstride_2 units) apart.
+        CHECK(listing.find(std::string("store out[base: (out_vstride_2 * r0 + out_vstride_2 * strip * 4) * 8, stride "
+                                       "out_vstride_2 * 8, valid r_valid - strip * 4 x 128] = o_out") +
+                           (fold ? "_c" : "")) != std::string::npos);
         const std::string src = internal::emit_cuda(p);
         for (const char *call : {"nd::load_warp_rows<true>(acc_p", "nd::load_warp_rows_vec(row_max_p",
                                  "nd::store_warp_rows(", "nd::row_of("})

@@ -97,7 +97,7 @@ TEST_CASE("change detector: the wgmma path's KV tiles: 192 keys up to head dim 1
     CHECK(lower("prefill_global", -1, GpuArch::Sm90a, 64).values.at("k_s").rows == 192);
 }
 
-TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, releases after the last reader") {
+TEST_CASE("specialize_warps: TMA loads by (batch, head, row), a producer warpgroup, releases after the last reader") {
     const Kernel k = lower("prefill_gqa", 0);
     CHECK(k.producer_warps == 4);
     CHECK(k.threads() == 384);
@@ -114,7 +114,7 @@ TEST_CASE("specialize_warps: TMA loads by (plane, row), a producer warpgroup, re
     for (size_t i = 0; i + 1 < b.size(); i++)
         if (b[i]->kind == NodeKind::TileDot) CHECK((b[i + 1]->kind == NodeKind::Release && b[i + 1]->src == b[i]->b));
     const std::string listing = to_string(k);
-    CHECK(contains(listing, "k[plane b * kv_heads + h / (q_heads / kv_heads), row j * 192]  // tma stage 0; ring j"));
+    CHECK(contains(listing, "k[batch b, head h / (q_heads / kv_heads), row j * 192]  // tma stage 0; ring j"));
     CHECK(contains(listing, "roles: 4 producer warps (TMA, 24 registers), 8 compute warps (240 registers)"));
     // The decode kernels (one warp of query heads) have no producer warps: their own loop issues
     // TMA copies (pipeline_loads), with 128-byte L2 promotion by default.
@@ -163,8 +163,7 @@ TEST_CASE("pipeline_loads: TMA copies in a one-warp decode kernel, issued by its
         CHECK(l.alignment_slack == 1024);
         for (const char *t : {"k_s", "v_s"}) CHECK(l.offset.at(t) % 1024 == 0);
         const std::string listing = to_string(k);
-        CHECK(contains(listing,
-                       "k_s = load k[plane b * kv_heads + hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
+        CHECK(contains(listing, "k_s = load k[batch b, head hkv, row (j_first + j_step * t) * 32]  // tma stage 0\n"));
         CHECK(contains(listing, "tensor map v_map: v, boxes of 32 x 64, L2 promotion 128 B"));
         // The emitted loop waits for this iteration's copy, then thread 0 refills the previous buffer.
         const std::string src = internal::emit_cuda(p);
@@ -232,7 +231,7 @@ TEST_CASE("overlap_dots: the first tile, the steady loop with two dots in flight
         if (s->kind == NodeKind::DotWait) waits.push_back(s->pending);
     CHECK(waits == std::vector<int>{1, 0});
     const std::string listing = to_string(k);
-    CHECK(contains(listing, "v_s = load v[plane h / (q_heads / kv_heads) + b * kv_heads, row j * 192 + -192]"));
+    CHECK(contains(listing, "v_s = load v[batch b, head h / (q_heads / kv_heads), row j * 192 + -192]"));
     CHECK(contains(listing, "wait_dots(pending 0: acc, s_a)"));
     // The first loop runs one tile and no PV; the last runs the PV of the last tile only.
     CHECK(count(l[0]->body, [](const Node &n) { return n.kind == NodeKind::TileDot; }) == 1);

@@ -105,6 +105,27 @@ NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const
     for (int b = 0; b < COLS / 64; ++b) tma_load_3d(dst.ptr + b * ROWS * 64, map, bar, 64 * b, row0, plane);
 }
 
+/** As tma_load_3d in a 4-D tensor: the box at (c0, c1, c2, c3). */
+NEPTUNE_DEVICE_INLINE void tma_load_4d(void *dst, const tensor_map &map, unsigned long long *bar, int c0, int c1,
+                                       int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];"
+        :
+        : "r"(smem_address(dst)), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+          "r"(smem_address(bar))
+        : "memory");
+}
+
+/** As above in a 4-D map of [batch, heads, rows, cols] (a strided attention tensor): rows
+ * [row0, row0 + ROWS) of (batch, head). */
+template <typename T, int ROWS, int COLS>
+NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const tensor_map &map, int row0, int head,
+                                         int batch, unsigned long long *bar) {
+#pragma unroll
+    for (int b = 0; b < COLS / 64; ++b) tma_load_4d(dst.ptr + b * ROWS * 64, map, bar, 64 * b, row0, head, batch);
+}
+
 /** Ordinary shared-memory writes made visible to the async proxy (TMA stores, wgmma reads). */
 NEPTUNE_DEVICE_INLINE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" : : : "memory"); }
 

@@ -87,16 +87,17 @@ int neptune_launch(neptune_function *f, const unsigned grid[3], const unsigned b
 int neptune_launch_cluster(neptune_function *f, const unsigned grid[3], const unsigned block[3],
                            const unsigned cluster[3], unsigned dynamic_smem_bytes, void *stream, void **args);
 
-/** Encodes a TMA descriptor (a CUtensorMap: 128 bytes at `map`, 64-byte aligned) for a 3-D tensor of
- * 16-bit elements at device address `base`: dims[0] contiguous elements per row, dims[1] rows per
- * plane, dims[2] planes; strides[0] and strides[1] the bytes between rows and between planes
- * (multiples of 16). Boxes are box[0] = 64 elements (the 128-byte swizzle's span) by box[1] rows
- * (1..256) of one plane, written to shared memory in the 128-byte swizzle; elements outside the
- * tensor read as zeros. `l2_promotion_bytes` (0, 64, 128 or 256) is how much the L2 fetches from
- * memory per miss of a copy (0: no promotion). The map is passed to a kernel by value (a
- * __grid_constant__ parameter). */
-int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, const unsigned long long dims[3],
-                              const unsigned long long strides[2], const unsigned box[2], int l2_promotion_bytes);
+/** Encodes a TMA descriptor (a CUtensorMap: 128 bytes at `map`, 64-byte aligned) for a tensor of
+ * `rank` (2 to 5) dimensions of 16-bit elements at device address `base`: dims[0] contiguous
+ * elements per row, dims[1] rows, dims[2..] outer dimensions (heads, batch); strides[d - 1] the bytes
+ * between consecutive indices of dimension d >= 1 (multiples of 16, any order: a [batch, seq, heads,
+ * dim] tensor is described as [batch, heads, seq, dim] by its strides). Boxes are box[0] = 64
+ * elements (the 128-byte swizzle's span) by box[1] rows (1..256), one index of every outer
+ * dimension, written to shared memory in the 128-byte swizzle; elements outside the tensor read as
+ * zeros. `l2_promotion_bytes` (0, 64, 128 or 256) is how much the L2 fetches from memory per miss of
+ * a copy (0: no promotion). The map is passed to a kernel by value (a __grid_constant__ parameter). */
+int neptune_tensor_map_encode(void *map, const void *base, int element_bytes, int rank, const unsigned long long *dims,
+                              const unsigned long long *strides, const unsigned box[2], int l2_promotion_bytes);
 
 /** Device memory; device pointers travel as `void *` (a CUdeviceptr cast). Freeing NULL does nothing. */
 int neptune_malloc(void **dptr, size_t bytes);
