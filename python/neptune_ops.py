@@ -9,7 +9,14 @@
 
 Tensors are PyTorch tensors (CUDA tensors run the GPU variants on PyTorch's current stream, or the
 one given; CPU tensors the host variants) or host arrays with the NumPy array interface (NumPy
-arrays, or any object with __array_interface__). They must be contiguous. A GPU call that no compiled
+arrays, or any object with __array_interface__). Their innermost dimension must be contiguous; the
+others may have any strides (the library reads views in place: attention's strides must be multiples
+of 8 elements). Attention takes [B, H, S, D] tensors, or with layout="bshd" [B, S, H, D] ones (as
+projections leave them: no transpose or copy needed), and returns its output in the same layout:
+
+    out = ops.prefill_causal(q, k, v, layout="bshd")   # q [B, S, Hq, D], k and v [B, S, Hkv, D]
+
+A GPU call that no compiled
 variant serves (another head dim, bf16, another grouping) compiles one on first use and keeps it in
 the cache (~/.cache/neptune, or $NEPTUNE_CACHE_DIR), so later processes load it at once. The library
 checks every call (ranks, shapes, element types, the compiled head dim and grouping, device pointers) and a
@@ -22,7 +29,8 @@ import os
 __all__ = ["Library", "Variant", "NeptuneOpsError", "ArgumentError", "ShapeError", "DTypeError",
            "UnsupportedError", "DeviceError", "LibraryError", "InternalError", "ABI_VERSION"]
 
-ABI_VERSION = 1  # NEPTUNE_OPS_ABI_VERSION this module speaks
+ABI_VERSION = 2  # NEPTUNE_OPS_ABI_VERSION this module speaks
+LAYOUTS = ("bhsd", "bshd")  # attention's 4-D tensors: [B, H, S, D] (the library's order) or [B, S, H, D]
 MAX_DIMS = 4
 CUDA, HOST = 0, 1
 DTYPES = ("f16", "bf16", "f32", "i32")  # neptune_ops_dtype codes are the indices
@@ -71,7 +79,8 @@ _ERRORS = {1: ArgumentError, 2: ShapeError, 3: DTypeError, 4: UnsupportedError, 
 
 class _Tensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("device", ctypes.c_int32),
-                ("ndim", ctypes.c_int32), ("reserved", ctypes.c_int32), ("shape", ctypes.c_int64 * MAX_DIMS)]
+                ("ndim", ctypes.c_int32), ("abi", ctypes.c_int32), ("shape", ctypes.c_int64 * MAX_DIMS),
+                ("strides", ctypes.c_int64 * MAX_DIMS)]
 
 
 class _Variant(ctypes.Structure):
@@ -126,31 +135,41 @@ def _describe(x, name):
             raise TypeError(f"{name} is {x.dtype}; Neptune takes float16, bfloat16, float32 or int32 tensors")
         if x.device.type not in ("cuda", "cpu"):
             raise TypeError(f"{name} is on {x.device}; Neptune takes CUDA or CPU tensors")
-        if not x.is_contiguous():
-            raise ValueError(f"{name} is not contiguous; pass {name}.contiguous()")
-        shape, ptr, device, kind = tuple(x.shape), x.data_ptr(), CUDA if x.device.type == "cuda" else HOST, "torch"
+        shape, strides = tuple(x.shape), tuple(x.stride())
+        ptr, device, kind = x.data_ptr(), CUDA if x.device.type == "cuda" else HOST, "torch"
     elif hasattr(x, "__array_interface__"):
         ai = x.__array_interface__
         code = _ARRAY_DTYPES.get(ai["typestr"])
         if code is None:
             raise TypeError(f"{name} has typestr {ai['typestr']!r}; Neptune takes little-endian f2, f4 or i4 arrays")
         shape, (ptr, readonly) = tuple(ai["shape"]), ai["data"]
-        if ai.get("strides") is not None:
-            dense, step = [], _ITEM_BYTES[code]
-            for e in reversed(shape):
-                dense.insert(0, step)
-                step *= e
-            if tuple(ai["strides"]) != tuple(dense):
-                raise ValueError(f"{name} is not C-contiguous (strides {ai['strides']})")
+        strides = None
+        if ai.get("strides") is not None:  # bytes; None means C-contiguous
+            item = _ITEM_BYTES[code]
+            if any(b % item for b in ai["strides"]):
+                raise ValueError(f"{name} has strides {ai['strides']} bytes, not whole {item}-byte elements")
+            strides = tuple(b // item for b in ai["strides"])
         device, kind = HOST, "array"
     else:
         raise TypeError(f"{name} is a {type(x).__name__}; pass a torch tensor or an array with __array_interface__")
     if not 1 <= len(shape) <= MAX_DIMS:
         raise ShapeError(2, f"{name} has {len(shape)} dimensions; Neptune's tensors have 1 to {MAX_DIMS}")
-    t.data, t.dtype, t.device, t.ndim = ptr, code, device, len(shape)
+    if strides is not None and len(shape) and shape[-1] > 1 and strides[-1] != 1:
+        raise ValueError(f"{name}'s last dimension is not contiguous (strides {strides}); pass a contiguous copy")
+    t.data, t.dtype, t.device, t.ndim, t.abi = ptr, code, device, len(shape), ABI_VERSION
     for i, e in enumerate(shape):
         t.shape[i] = e
+        t.strides[i] = strides[i] if strides is not None else 0
     return t, kind, (x.device if kind == "torch" else None)
+
+
+def _swap_seq_heads(x):
+    """A 4-D tensor's view with dimensions 1 and 2 swapped (no copy): [B, S, H, D] <-> [B, H, S, D]."""
+    if _is_torch(x):
+        return x.transpose(1, 2)
+    if hasattr(x, "swapaxes"):
+        return x.swapaxes(1, 2)
+    raise TypeError("layout='bshd' needs torch tensors or numpy arrays (views with swapped axes)")
 
 
 def _default_paths():
@@ -227,8 +246,9 @@ class Library:
     def synchronize(self):
         self._check(self._lib.neptune_ops_synchronize())
 
-    def select(self, op, *inputs):
+    def select(self, op, *inputs, layout="bhsd"):
         """The Variant of `op` that takes these inputs (checked as a call would)."""
+        inputs = self._in_layout(inputs, layout)
         arr, _ = self._tensors(inputs, op_inputs=self._names(op))
         index = ctypes.c_int(-1)
         self._check(self._lib.neptune_ops_select(op.encode(), arr, len(inputs), ctypes.byref(index)))
@@ -243,16 +263,18 @@ class Library:
         self._check(self._lib.neptune_ops_output_shapes(variant.index, arr, len(inputs), outs, len(outs)))
         return [(tuple(o.shape[:o.ndim]), DTYPES[o.dtype]) for o in outs]
 
-    def bind(self, op, *inputs, out=None, stream=None):
+    def bind(self, op, *inputs, out=None, stream=None, layout="bhsd"):
         """Checks a call once and returns a function that launches it (again and again) and returns the
         outputs: for timing loops, where ctypes' argument building would otherwise be timed too. With
-        out=None the outputs are allocated here (torch.empty like the first input, or numpy.empty)."""
-        variant = self.select(op, *inputs)
+        out=None the outputs are allocated here (torch.empty like the first input, or numpy.empty).
+        layout="bshd": attention's 4-D inputs and outputs are [B, S, H, D] (read and written in place)."""
+        variant = self.select(op, *inputs, layout=layout)
+        inputs = self._in_layout(inputs, layout)
         in_arr, kind = self._tensors(inputs, op_inputs=variant.inputs)
         if out is None:
-            out = self._allocate(variant, inputs, kind)
+            out = self._allocate(variant, inputs, kind, layout)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        out_arr, _ = self._tensors(outs, op_inputs=variant.outputs)
+        out_arr, _ = self._tensors(self._in_layout(outs, layout), op_inputs=variant.outputs)
         if kind[0] == "torch" and kind[1] is not None and kind[1].type == "cuda" and stream is None:
             import torch
             stream = torch.cuda.current_stream(kind[1])
@@ -267,15 +289,16 @@ class Library:
         call.variant, call.keep = variant, keep
         return call
 
-    def run(self, op, *inputs, out=None, stream=None):
+    def run(self, op, *inputs, out=None, stream=None, layout="bhsd"):
         """Runs `op` on `inputs` (its variant chosen by their device, dtype and shapes); returns the output
-        (or the list of outputs), allocated unless given as `out`."""
-        return self.bind(op, *inputs, out=out, stream=stream)()
+        (or the list of outputs), allocated unless given as `out`, in the inputs' `layout`."""
+        return self.bind(op, *inputs, out=out, stream=stream, layout=layout)()
 
     def __getattr__(self, name):
         if name.startswith("_") or name not in self.__dict__.get("ops", ()):
             raise AttributeError(name)
-        return lambda *inputs, out=None, stream=None: self.run(name, *inputs, out=out, stream=stream)
+        return lambda *inputs, out=None, stream=None, layout="bhsd": self.run(name, *inputs, out=out, stream=stream,
+                                                                            layout=layout)
 
     # ---- helpers ----
 
@@ -298,8 +321,20 @@ class Library:
             raise TypeError("mixing torch tensors and other arrays in one call")
         return arr, (kinds.pop() if kinds else None, device)
 
-    def _allocate(self, variant, inputs, kind):
+    @staticmethod
+    def _in_layout(xs, layout):
+        """The tensors as the library takes them: with layout "bshd", 4-D ones as [B, H, S, D] views."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout {layout!r}; Neptune takes {' or '.join(map(repr, LAYOUTS))}")
+        if layout == "bhsd":
+            return tuple(xs)
+        return tuple(_swap_seq_heads(x) if len(getattr(x, "shape", ())) == 4 else x for x in xs)
+
+    def _allocate(self, variant, inputs, kind, layout="bhsd"):
+        """Outputs for `inputs` (already in the library's layout), themselves in `layout`."""
         shapes = self.output_shapes(variant, *inputs)
+        if layout == "bshd":
+            shapes = [((s[0], s[2], s[1], s[3]) if len(s) == 4 else s, d) for s, d in shapes]
         if kind[0] == "torch":
             import torch
             dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32}

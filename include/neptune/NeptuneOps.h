@@ -16,7 +16,11 @@
  * grows, indices already handed out stay valid. Without the compiler library the call is refused
  * (NEPTUNE_OPS_ERROR_UNSUPPORTED) with a message saying how to get it.
  *
- * Tensors are dense and row-major (outermost dimension first, as PyTorch's contiguous tensors), on
+ * Tensors are given by shape and strides (outermost dimension first, as PyTorch's), the innermost
+ * dimension contiguous; strides of all zeros mean dense and row-major. Attention's q, k, v and out may
+ * be any such view, e.g. [B, S, H, D] memory as [B, H, S, D] (torch's .transpose(1, 2)), read and
+ * written in place without a copy, as long as every stride is a multiple of 8 elements (16 bytes) and
+ * the data starts on 16 bytes; the row-wise kernels of Neptune read x and write y dense. They live on
  * the GPU (NEPTUNE_OPS_CUDA: device pointers of the current CUDA context, which PyTorch shares) or on
  * the host (NEPTUNE_OPS_HOST: the host variants, the fused CPU form). Their shapes are the suite's
  * (docs/design/operators.md): attention q [B, Hq, Sq, D], k and v [B, Hkv, Skv, D], slopes [Hq] (f32, ALiBi
@@ -40,8 +44,9 @@ extern "C" {
 #define NEPTUNE_OPS_API
 #endif
 
-/** Raised whenever a struct below or a function's meaning changes; compare with neptune_ops_abi_version(). */
-#define NEPTUNE_OPS_ABI_VERSION 1
+/** Raised whenever a struct below or a function's meaning changes; compare with neptune_ops_abi_version().
+ * Version 2: neptune_ops_tensor carries strides and its `abi` field. */
+#define NEPTUNE_OPS_ABI_VERSION 2
 
 typedef enum neptune_ops_status {
     NEPTUNE_OPS_OK = 0,
@@ -66,14 +71,15 @@ typedef enum neptune_ops_device {
     NEPTUNE_OPS_HOST = 1 /* host memory; the host variants (the fused CPU form, multi-threaded) */
 } neptune_ops_device;
 
-/** A dense row-major tensor: `ndim` extents, outermost first. */
+/** A tensor: `ndim` extents and strides, outermost first. */
 typedef struct neptune_ops_tensor {
     void *data;
     int32_t dtype; /* neptune_ops_dtype */
     int32_t device; /* neptune_ops_device */
     int32_t ndim; /* 1 .. NEPTUNE_OPS_MAX_DIMS */
-    int32_t reserved; /* 0 */
+    int32_t abi; /* NEPTUNE_OPS_ABI_VERSION: a caller of version 1 (whose tensors have no strides) is refused */
     int64_t shape[4];
+    int64_t strides[4]; /* elements between consecutive indices of each dimension; all 0: dense, row-major */
 } neptune_ops_tensor;
 #define NEPTUNE_OPS_MAX_DIMS 4
 
@@ -120,7 +126,7 @@ NEPTUNE_OPS_API int neptune_ops_get_variant(int index, neptune_ops_variant *out)
  * `op` exist and why none fits. The inputs' shapes are checked too. */
 NEPTUNE_OPS_API int neptune_ops_select(const char *op, const neptune_ops_tensor *inputs, int num_inputs, int *index);
 
-/** Fills outputs[i].dtype, .device, .ndim and .shape (not .data) for variant `index` on `inputs`,
+/** Fills outputs[i].dtype, .device, .ndim, .abi, .shape and .strides (0: dense; not .data) for variant `index` on `inputs`,
  * after checking them as a call would: what to allocate before neptune_ops_run. */
 NEPTUNE_OPS_API int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int num_inputs,
                                               neptune_ops_tensor *outputs, int num_outputs);

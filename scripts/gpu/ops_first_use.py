@@ -8,8 +8,12 @@
    loads it from the cache. Each reports the library's load, its first call (synchronized) and a
    second call.
 2. Coverage: prefill (causal, grouped heads) and decode at head dims 64, 80, 96, 128, 192 and 256,
-   f16 and bf16, 1 to 16 query heads per KV head, against torch's SDPA (math backend) in f32, with the
-   bounds of the GPU test suite (|err| <= atol + rtol * |ref|).
+   f16 and bf16, 1 to 16 query heads per KV head, in both layouts ([B, H, S, D], and [B, S, H, D]
+   with layout="bshd"), against torch's SDPA (math backend) in f32, with the bounds of the GPU test
+   suite (|err| <= atol + rtol * |ref|).
+3. Strided against contiguous: the same values as [B, H, S, D] tensors and as [B, S, H, D] ones
+   (layout="bshd", read in place), bound calls timed alternately with CUDA events, the L2 flushed
+   before each; medians and their ratio.
 
 Prints one line per case and writes everything as JSON. Needs torch with CUDA."""
 import argparse
@@ -31,13 +35,23 @@ TIMING = [
 TOLERANCE = {"float16": (2e-3, 2e-2), "bfloat16": (1e-2, 6e-2)}  # atol, rtol (test/ops/gpu_ops.cpp)
 
 
-def inputs(op, dtype, hd, hq, hkv, b, s, torch):
+STRIDED = [
+    ("prefill_gqa", "float16", 128, 32, 8, 4, 4096),
+    ("decode_gqa", "float16", 128, 32, 8, 8, 8192),
+    ("decode_gqa", "bfloat16", 128, 64, 8, 8, 8192),
+]
+
+
+def inputs(op, dtype, hd, hq, hkv, b, s, torch, layout="bhsd"):
+    """q, k, v as [B, H, S, D] tensors, or for "bshd" as [B, S, H, D] ones holding the same values."""
     g = torch.Generator(device="cuda").manual_seed(7)
     dt = getattr(torch, dtype)
     sq = 1 if op.startswith("decode") else s
     q = torch.randn(b, hq, sq, hd, device="cuda", generator=g).to(dt)
     k = torch.randn(b, hkv, s, hd, device="cuda", generator=g).to(dt)
     v = torch.randn(b, hkv, s, hd, device="cuda", generator=g).to(dt)
+    if layout == "bshd":
+        return tuple(t.transpose(1, 2).contiguous() for t in (q, k, v))
     return q, k, v
 
 
@@ -91,22 +105,24 @@ def coverage(args):
     for op, b, s in (("prefill_gqa", 1, 300), ("decode_gqa", 2, 1500)):
         for dtype in ("float16", "bfloat16"):
             for hd in dims:
-                for group in groups:
+                for group, layout in ((g, l) for g in groups for l in ("bhsd", "bshd")):
                     hq = 16
-                    q, k, v = inputs(op, dtype, hd, hq, hq // group, b, s, torch)
+                    q, k, v = inputs(op, dtype, hd, hq, hq // group, b, s, torch, layout)
                     t0 = time.perf_counter()
                     try:
-                        out = ops.run(op, q, k, v)
+                        out = ops.run(op, q, k, v, layout=layout)
                         torch.cuda.synchronize()
                         error = None
                     except neptune_ops.NeptuneOpsError as e:
                         out, error = None, str(e)
                     seconds = time.perf_counter() - t0
-                    row = {"op": op, "dtype": dtype, "head_dim": hd, "group": group, "batch": b, "seq": s,
-                           "first_call_s": seconds}
+                    row = {"op": op, "dtype": dtype, "head_dim": hd, "group": group, "layout": layout, "batch": b,
+                           "seq": s, "first_call_s": seconds}
                     if out is None:
                         row.update(ok=False, error=error)
                     else:
+                        if layout == "bshd":  # compared as [B, H, S, D]
+                            q, k, v, out = (t.transpose(1, 2) for t in (q, k, v, out))
                         with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
                             ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                                  is_causal=op == "prefill_gqa", enable_gqa=True)
@@ -117,10 +133,43 @@ def coverage(args):
                                    max_abs_err=err.max().item(),
                                    rel_rms_err=(err.pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item(),
                                    variant=ops.select(op, q, k, v).name)
-                    print(f"{op:12s} {dtype:9s} d{hd:<4d} group {group:2d}: "
+                    print(f"{op:12s} {dtype:9s} d{hd:<4d} group {group:2d} {layout}: "
                           f"{'ok  ' if row['ok'] else 'FAIL'} {row.get('variant', row.get('error', ''))} "
                           f"max err {row.get('max_abs_err', float('nan')):.2e} (call {seconds:.2f} s)", flush=True)
                     rows.append(row)
+    return rows
+
+
+def strided(args):
+    import torch
+    import neptune_ops
+    ops = neptune_ops.Library(args.lib)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")  # > 4x the L2
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rows = []
+    repeats = 10 if args.quick else 30
+    for config in STRIDED:
+        op = config[0]
+        calls = {layout: ops.bind(op, *inputs(*config, torch, layout), layout=layout) for layout in ("bhsd", "bshd")}
+        ms = {layout: [] for layout in calls}
+        for call in calls.values():  # warm-up (and compile where needed)
+            call()
+        for _ in range(repeats):
+            for layout, call in calls.items():  # alternately, so drifts hit both
+                flush.zero_()
+                start.record()
+                call()
+                stop.record()
+                stop.synchronize()
+                ms[layout].append(start.elapsed_time(stop))
+        med = {layout: sorted(t)[len(t) // 2] for layout, t in ms.items()}
+        row = {"op": op, "dtype": config[1], "head_dim": config[2], "q_heads": config[3], "kv_heads": config[4],
+               "batch": config[5], "seq": config[6], "variant": calls["bhsd"].variant.name, "repeats": repeats,
+               "contiguous_ms": med["bhsd"], "strided_ms": med["bshd"], "strided_over_contiguous": med["bshd"] / med["bhsd"]}
+        print(f"strided {op:12s} {config[1]:9s} B={config[5]} S={config[6]} Hq={config[3]} Hkv={config[4]}: "
+              f"[B,H,S,D] {med['bhsd']:.3f} ms, [B,S,H,D] {med['bshd']:.3f} ms, ratio {row['strided_over_contiguous']:.3f}",
+              flush=True)
+        rows.append(row)
     return rows
 
 
@@ -135,7 +184,8 @@ def main():
         return child(args)
     import torch
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "timing": timing(args), "coverage": coverage(args)}
+              "date": time.strftime("%Y-%m-%d"), "timing": timing(args), "coverage": coverage(args),
+              "strided": strided(args)}
     failed = [r for r in result["coverage"] if not r["ok"]]
     print(f"coverage: {len(result['coverage']) - len(failed)} of {len(result['coverage'])} cases within bounds")
     if args.json:

@@ -55,8 +55,11 @@ mkdir -p .devrun
 cp "$build/apps/neptune_bench/neptune_bench" .devrun/ && strip .devrun/neptune_bench
 pack .devrun "$build"/test/test_correctness_gpu_* "$build"/tutorials/lesson_06_* "$build"/tutorials/lesson_07_* \
      "$build"/tutorials/lesson_08_*
-# baselines.py --neptune finds it through LD_LIBRARY_PATH.
+# baselines.py --neptune finds it through LD_LIBRARY_PATH, and it finds its compiler beside itself.
 cp "$build/src/ops/libneptune_ops.so" .devrun/ && strip --strip-unneeded .devrun/libneptune_ops.so
+if [ -f "$build/src/ops/libneptune_ops_jit.so" ]; then
+  cp "$build/src/ops/libneptune_ops_jit.so" .devrun/ && strip --strip-unneeded .devrun/libneptune_ops_jit.so
+fi
 lib=deps/halide-21.0.0/halide/lib64/libHalide.so
 if [ ! -f .devrun/libHalide.so.xz ] || [ "$lib" -nt .devrun/libHalide.so.xz ]; then
   xz -T2 -6 -c "$lib" > .devrun/libHalide.so.xz

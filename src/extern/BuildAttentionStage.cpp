@@ -1,6 +1,7 @@
 #include "extern/PatternStages.h"
 
 #include <algorithm>
+#include <future>
 #include <set>
 #include <sstream>
 
@@ -114,6 +115,7 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         ArchTarget target;
     };
     std::vector<Built> built;
+    std::vector<std::string> stems;  // per set: the name its compiled module goes by
     // A sliding window takes smaller family tiles; the plan tells (the same for every family).
     const bool windowed =
         opt.family_tile && !decode &&
@@ -146,12 +148,21 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
                                      (decode ? "_" + std::to_string(lo.block_n) + "_" + std::to_string(lo.stages) +
                                                    (lo.cluster_merge ? "_cluster" : "")
                                              : "");
-            const CompiledModule m = compile_stage(set.cuda, stem, a, opt.aot);
-            set.image.assign(m.cubin.begin(), m.cubin.end());
-            set.compile_log = m.log;
+            stems.push_back(stem);
             info.sets.push_back(std::move(set));
             built.push_back({std::move(p), a});
         }
+    }
+    // Compiled concurrently: decode's tunings are several kernel sets per family, each a compiler run.
+    std::vector<std::future<CompiledModule>> modules;
+    for (size_t i = 0; i < info.sets.size(); i++)
+        modules.push_back(std::async(std::launch::async, [&, i] {
+            return compile_stage(info.sets[i].cuda, stems[i], built[i].target, opt.aot);
+        }));
+    for (size_t i = 0; i < info.sets.size(); i++) {
+        const CompiledModule m = modules[i].get();
+        info.sets[i].image.assign(m.cubin.begin(), m.cubin.end());
+        info.sets[i].compile_log = m.log;
     }
 
     // 2. The stage's buffers: the first kernel's inputs (q, k, v, 1-D extras), then the outputs.

@@ -324,6 +324,43 @@ std::vector<int> variants_of(const char *op) {
 
 // ---- Checking a call's tensors -----------------------------------------------------------------
 
+bool dense(const neptune_ops_tensor &t) {
+    for (int d = 0; d < t.ndim; d++)
+        if (t.strides[d] != 0) return false;
+    return true;
+}
+
+std::string strides_text(const neptune_ops_tensor &t) {
+    std::string s = "[";
+    for (int i = 0; i < t.ndim; i++) s += (i ? ", " : "") + std::to_string(t.strides[i]);
+    return s + "]";
+}
+
+/** Strides (unless all 0, dense): positive where the extent is above 1, the innermost 1, and every
+ * element within 32-bit offsets (the libraries' and kernels' indexing). */
+void check_strides(const std::string &name, const neptune_ops_tensor &t) {
+    if (dense(t)) return;
+    int64_t last = 0;
+    for (int d = 0; d < t.ndim; d++) {
+        if (t.shape[d] == 1) continue;  // never stepped over
+        if (t.strides[d] < 1)
+            fail(NEPTUNE_OPS_ERROR_SHAPE,
+                 name + " has strides " + strides_text(t) + ": strides must be positive (or all 0 for a dense tensor)");
+        if (d == t.ndim - 1 && t.strides[d] != 1)
+            fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has strides " + strides_text(t) +
+                                              ": its innermost dimension must be contiguous (stride 1); pass a "
+                                              "copy that is (torch: .contiguous())");
+        if (t.strides[d] > std::numeric_limits<int32_t>::max() / std::max<int64_t>(1, t.shape[d] - 1))
+            last = std::numeric_limits<int64_t>::max() / 2;
+        else
+            last += (t.shape[d] - 1) * t.strides[d];
+    }
+    if (last >= std::numeric_limits<int32_t>::max())
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED, name + " has strides " + strides_text(t) +
+                                                ": its last element lies beyond 2^31 - 1 elements from its first, "
+                                                "past the libraries' 32-bit offsets");
+}
+
 /** Checks the tensor array and each tensor's header (not its extents against the operator). */
 void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, const std::vector<std::string> &names,
                    const char *what, bool need_data) {
@@ -341,6 +378,13 @@ void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, 
     for (int i = 0; i < n; i++) {
         const neptune_ops_tensor &t = ts[i];
         const std::string name = who + ": " + names[size_t(i)];
+        // Checked first: a caller of another version lays its array out differently.
+        if (t.abi != NEPTUNE_OPS_ABI_VERSION)
+            fail(NEPTUNE_OPS_ERROR_ARGUMENT,
+                 name + " has abi " + std::to_string(t.abi) + ", expected " + std::to_string(NEPTUNE_OPS_ABI_VERSION) +
+                     ": the caller was built against another NeptuneOps.h (version 1 tensors had no strides); "
+                     "rebuild it against this library's header and set each tensor's abi to "
+                     "NEPTUNE_OPS_ABI_VERSION");
         if (need_data && !t.data) fail(NEPTUNE_OPS_ERROR_ARGUMENT, name + " is NULL (its data pointer)");
         if (t.ndim < 1 || t.ndim > NEPTUNE_OPS_MAX_DIMS)
             fail(NEPTUNE_OPS_ERROR_SHAPE, name + " has ndim " + std::to_string(t.ndim) + ", expected 1 to " +
@@ -355,6 +399,7 @@ void check_tensors(const std::string &who, const neptune_ops_tensor *ts, int n, 
         if (t.device != NEPTUNE_OPS_CUDA && t.device != NEPTUNE_OPS_HOST)
             fail(NEPTUNE_OPS_ERROR_ARGUMENT,
                  name + " has device code " + std::to_string(t.device) + ", not a neptune_ops_device");
+        check_strides(name, t);
     }
 }
 
@@ -602,7 +647,7 @@ int status_of_halide(int code) {
     }
 }
 
-/** A tensor as a dense halide_buffer_t (dimensions innermost first), host or wrapped device memory. */
+/** A tensor as a halide_buffer_t (dimensions innermost first), host or wrapped device memory. */
 struct WrappedBuffer {
     halide_buffer_t buffer{};
     std::array<halide_dimension_t, NEPTUNE_OPS_MAX_DIMS> dims{};
@@ -617,10 +662,13 @@ void wrap(const Variant &v, const std::string &name, const neptune_ops_tensor &t
     w.buffer.type = halide_runtime_type(d.dtype);
     w.buffer.dimensions = t.ndim;
     w.buffer.dim = w.dims.data();
+    // Halide's dimensions are innermost first; strides as given (check_strides), else dense.
     int32_t stride = 1;
+    const bool given = !dense(t);
     for (int k = 0; k < t.ndim; k++) {
         const int64_t extent = t.shape[t.ndim - 1 - k];
-        w.dims[size_t(k)] = halide_dimension_t(0, int32_t(extent), stride);
+        const int32_t s = given ? int32_t(t.strides[t.ndim - 1 - k]) : stride;
+        w.dims[size_t(k)] = halide_dimension_t(0, int32_t(extent), s);
         stride = int32_t(stride * extent);  // numel fits 32 bits (check_tensor)
     }
     if (v.device == NEPTUNE_OPS_HOST) {
@@ -797,7 +845,9 @@ int neptune_ops_output_shapes(int index, const neptune_ops_tensor *inputs, int n
             o.dtype = ops_dtype(d.dtype);
             o.device = v.device;
             o.ndim = int32_t(d.shape.size());
+            o.abi = NEPTUNE_OPS_ABI_VERSION;
             std::fill(std::begin(o.shape), std::end(o.shape), int64_t(0));
+            std::fill(std::begin(o.strides), std::end(o.strides), int64_t(0));  // dense
             std::copy(d.shape.begin(), d.shape.end(), o.shape);
         }
         return int(NEPTUNE_OPS_OK);

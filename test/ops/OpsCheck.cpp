@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "Compare.h"
@@ -41,6 +42,7 @@ OpsTensor ops_tensor(const HostTensor &h) {
     o.t.dtype = ops_dtype(h.desc.dtype);
     o.t.device = NEPTUNE_OPS_HOST;
     o.t.ndim = int32_t(h.desc.shape.size());
+    o.t.abi = NEPTUNE_OPS_ABI_VERSION;
     for (size_t i = 0; i < h.desc.shape.size(); i++) o.t.shape[i] = h.desc.shape[i];
     return o;
 }
@@ -55,6 +57,38 @@ HostTensor read_ops(const OpsTensor &o, const TensorDesc &d) {
     HostTensor h(d);
     h.load(o.bytes.data());
     return h;
+}
+
+void to_bshd(OpsTensor &o, int64_t pad) {
+    REQUIRE(o.t.ndim == 4);
+    const int64_t B = o.t.shape[0], H = o.t.shape[1], S = o.t.shape[2], D = o.t.shape[3];
+    const size_t e = o.t.dtype == NEPTUNE_OPS_F32 || o.t.dtype == NEPTUNE_OPS_I32 ? 4 : 2;
+    const int64_t hs = D + pad, ss = H * hs, bs = S * ss;
+    std::vector<unsigned char> m(size_t(B * bs) * e, 0xff);  // NaN in the padding
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++)
+                std::memcpy(&m[size_t(b * bs + i * ss + h * hs) * e], &o.bytes[size_t(((b * H + h) * S + i) * D) * e],
+                            size_t(D) * e);
+    o.bytes = std::move(m);
+    o.t.data = o.bytes.data();
+    const int64_t strides[4] = {bs, hs, ss, 1};
+    std::copy(strides, strides + 4, o.t.strides);
+}
+
+void from_bshd(OpsTensor &o) {
+    const int64_t B = o.t.shape[0], H = o.t.shape[1], S = o.t.shape[2], D = o.t.shape[3];
+    const size_t e = o.t.dtype == NEPTUNE_OPS_F32 || o.t.dtype == NEPTUNE_OPS_I32 ? 4 : 2;
+    const int64_t bs = o.t.strides[0], hs = o.t.strides[1], ss = o.t.strides[2];
+    std::vector<unsigned char> d(size_t(B * H * S * D) * e);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++)
+                std::memcpy(&d[size_t(((b * H + h) * S + i) * D) * e], &o.bytes[size_t(b * bs + i * ss + h * hs) * e],
+                            size_t(D) * e);
+    o.bytes = std::move(d);
+    o.t.data = o.bytes.data();
+    std::fill(std::begin(o.t.strides), std::end(o.t.strides), int64_t(0));
 }
 
 OpsCase ops_case(const OperatorInstance &inst, uint64_t seed, InputStyle style) {
@@ -105,6 +139,10 @@ void check_op(const OperatorInstance &inst, const std::string &expect, const Che
     INFO(inst.spec.name << " at " << inst.batch << "," << inst.seq << " on the "
                         << (o.device == NEPTUNE_OPS_CUDA ? "GPU" : "host"));
     OpsCase c = ops_case(inst, 7, o.style);
+    if (o.bshd_pad >= 0)
+        for (std::vector<OpsTensor> *ts : {&c.in, &c.out})
+            for (OpsTensor &t : *ts)
+                if (t.t.ndim == 4) to_bshd(t, o.bshd_pad);
     DeviceCopies copies;
     if (o.device == NEPTUNE_OPS_CUDA)
         for (std::vector<OpsTensor> *ts : {&c.in, &c.out})
@@ -126,6 +164,9 @@ void check_op(const OperatorInstance &inst, const std::string &expect, const Che
         REQUIRE_MESSAGE(neptune_ops_synchronize() == NEPTUNE_OPS_OK, neptune_ops_last_error());
         for (OpsTensor &t : c.out) REQUIRE(neptune_memcpy_dtoh(t.bytes.data(), t.t.data, t.bytes.size()) == NEPTUNE_OK);
     }
+    if (o.bshd_pad >= 0)
+        for (OpsTensor &t : c.out)
+            if (t.t.ndim == 4) from_bshd(t);
     const int64_t first = o.first_row, count = o.rows < 0 ? inst.rows - first : o.rows;
     std::vector<HostTensor> ref = make_outputs(inst);
     reference::compute_rows(inst, c.inputs, ref, first, count);

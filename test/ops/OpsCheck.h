@@ -23,6 +23,11 @@ OpsTensor ops_tensor(const HostTensor &h);
 OpsTensor ops_output(const TensorDesc &d);
 HostTensor read_ops(const OpsTensor &o, const TensorDesc &d);
 
+/** A 4-D [B, H, S, D] tensor's bytes moved into [B, S, H, D] memory whose heads are D + `pad`
+ * elements apart (NaN between), its strides set to describe the same [B, H, S, D] view; and back. */
+void to_bshd(OpsTensor &o, int64_t pad);
+void from_bshd(OpsTensor &o);
+
 /** Random inputs of `inst` (seed) as host tensors and as ops tensors, and poisoned outputs. */
 struct OpsCase {
     std::vector<HostTensor> inputs;
@@ -41,6 +46,7 @@ struct CheckOptions {
     InputStyle style = InputStyle::Normal;
     int64_t first_row = 0, rows = -1;  // the output rows compared (all when rows < 0)
     std::function<Tolerance(DType)> tolerance;  // tolerance_for when empty
+    int64_t bshd_pad = -1;  // >= 0: every 4-D tensor as [B, S, H, D] memory with this head padding (to_bshd)
 };
 
 /** The variant called `expect` is selected for `inst`'s tensors, the operator's entry succeeds, and

@@ -33,12 +33,14 @@ int main(void) {
     tx.dtype = NEPTUNE_OPS_F16;
     tx.device = NEPTUNE_OPS_HOST;
     tx.ndim = 2;
+    tx.abi = NEPTUNE_OPS_ABI_VERSION;
     tx.shape[0] = 2;
     tx.shape[1] = 4;
     tl.data = lse;
     tl.dtype = NEPTUNE_OPS_F32;
     tl.device = NEPTUNE_OPS_HOST;
     tl.ndim = 1;
+    tl.abi = NEPTUNE_OPS_ABI_VERSION;
     tl.shape[0] = 2;
     EXPECT(neptune_ops_logsumexp(&tx, &tl, NULL) == NEPTUNE_OPS_OK);
     EXPECT(fabs(lse[0] - log(4.0)) < 1e-5);
@@ -48,6 +50,11 @@ int main(void) {
     EXPECT(neptune_ops_logsumexp(&tx, &tl, NULL) == NEPTUNE_OPS_ERROR_SHAPE);
     EXPECT(strstr(neptune_ops_last_error(), "logsumexp: output lse has shape [3], expected [2]") != NULL);
     EXPECT(neptune_ops_logsumexp(NULL, &tl, NULL) == NEPTUNE_OPS_ERROR_ARGUMENT);
+    /* A caller built against version 1 (no abi field, no strides) leaves 0 there. */
+    tl.shape[0] = 2;
+    tx.abi = 0;
+    EXPECT(neptune_ops_logsumexp(&tx, &tl, NULL) == NEPTUNE_OPS_ERROR_ARGUMENT);
+    EXPECT(strstr(neptune_ops_last_error(), "logsumexp: x has abi 0, expected 2") != NULL);
     printf("%s\n", failures ? "FAILED" : "Success!");
     return failures ? 1 : 0;
 }

@@ -126,6 +126,21 @@ TEST_CASE("gpu ops: variants compiled on first use against the fp64 reference") 
     CHECK(neptune_ops_num_variants() == after);
 }
 
+TEST_CASE("gpu ops: attention on [B, S, H, D] memory through strides, AOT and compiled on first use") {
+    // q, k, v and out as a model's projections leave them ([B, S, H, D], here with heads 8 elements
+    // apart beyond D: NaN between them shows if read), seen as [B, H, S, D] by their strides.
+    for (int64_t pad : {0, 8}) {
+        INFO("head padding " << pad);
+        CheckOptions o = on_gpu(true);
+        o.bshd_pad = pad;
+        check_op(attention_instance("prefill_causal", 8, 8, 2, 200), "prefill_causal", o);
+        check_op(attention_instance("prefill_gqa", 64, 8, 1, 130), "prefill_causal", o);
+        check_op(attention_instance("decode_gqa", 64, 8, 3, 8191), "decode_gqa", o);
+        check_op(at("prefill_causal", DType::BF16, 64, 8, 8, 2, 200), "prefill_causal_bf16_d64", o);
+        check_op(at("decode_gqa", DType::BF16, 128, 32, 8, 2, 1000), "decode_gqa_bf16_d128_g4", o);
+    }
+}
+
 TEST_CASE("gpu ops: what is not compiled on first use is refused with the reason") {
     OpsCase c = ops_case(at("prefill_causal", DType::F16, 59, 2, 2, 1, 10), 1);
     for (OpsTensor &t : c.in) t.t.device = NEPTUNE_OPS_CUDA;

@@ -142,6 +142,19 @@ TEST_CASE("ops abi: the host variants of the ten attention operators against the
     check_op(attention_instance("decode_softcap", 4, 2, 2, 99), "decode_softcap_host");
 }
 
+TEST_CASE("ops abi: attention tensors given by strides ([B, S, H, D] memory, padded heads) need no copy") {
+    // Every 4-D tensor, out included, as [B, S, H, D] memory seen as [B, H, S, D]; NaN padding
+    // between heads shows in the output if it is read, and unwritten output elements stay NaN.
+    for (int64_t pad : {0, 8}) {
+        CheckOptions strided;
+        strided.bshd_pad = pad;
+        INFO("head padding " << pad);
+        check_op(attention_instance("prefill_causal", 2, 2, 2, 70), "prefill_causal_host", strided);
+        check_op(attention_instance("prefill_gqa", 8, 2, 1, 50), "prefill_causal_host", strided);
+        check_op(attention_instance("decode_gqa", 16, 2, 2, 257), "decode_gqa_host", strided);
+    }
+}
+
 TEST_CASE("ops abi: the row-wise host variants and Performer against the fp64 reference") {
     check_op(instantiate(*find_operator("softmax"), 5, 300), "softmax_host");
     check_op(instantiate(*find_operator("logsumexp"), 5, 65), "logsumexp_host");
@@ -209,6 +222,25 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         check_refusal(
             neptune_ops_select("softmax", in, 1, &index), NEPTUNE_OPS_ERROR_SHAPE,
             {"softmax: x has shape [1, 2, 70, 128], expected 2 dimensions (x[rows,cols] f16 -> y[rows,cols] f16)"});
+    }
+    SUBCASE("strides and the ABI version") {
+        neptune_ops_tensor bad = q;
+        bad.abi = 1;
+        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_ARGUMENT,
+                      {"prefill_causal: q has abi 1, expected 2", "rebuild it against this library's header"});
+        bad = q;
+        const int64_t transposed_d[4] = {2 * 70 * 128, 70 * 128, 1, 70};  // d outermost of the last two
+        std::copy(transposed_d, transposed_d + 4, bad.strides);
+        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_SHAPE,
+                      {"prefill_causal: q has strides [17920, 8960, 1, 70]",
+                       "its innermost dimension must be contiguous (stride 1)"});
+        bad.strides[2] = -128;
+        bad.strides[3] = 1;
+        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_SHAPE, {"strides must be positive"});
+        const int64_t huge[4] = {int64_t(1) << 40, 70 * 128, 128, 1};
+        bad.shape[0] = 2;
+        std::copy(huge, huge + 4, bad.strides);
+        check_refusal(call(bad, k, v, out), NEPTUNE_OPS_ERROR_UNSUPPORTED, {"past the libraries' 32-bit offsets"});
     }
     SUBCASE("null data") {
         neptune_ops_tensor bad = q;
@@ -308,6 +340,7 @@ TEST_CASE("ops abi: refusals name the operator, the tensor and what was expected
         big.dtype = NEPTUNE_OPS_F16;
         big.device = NEPTUNE_OPS_HOST;
         big.ndim = 2;
+        big.abi = NEPTUNE_OPS_ABI_VERSION;
         big.shape[0] = big.shape[1] = 65536;
         int index = -1;
         check_refusal(neptune_ops_select("softmax", &big, 1, &index), NEPTUNE_OPS_ERROR_UNSUPPORTED,

@@ -175,6 +175,33 @@ class HostNumerics(unittest.TestCase):
         self.assertEqual(call().values(), got)  # a bound call runs again, the same
         close(self, got, attention_ref(q, k, v, B, hq, hkv, s, s, d, 1 / math.sqrt(d)), 1e-3, "prefill_gqa")
 
+    def test_attention_reads_views_through_their_strides(self):
+        # q, k, v and out as [B, S, H, D] memory (heads 8 elements apart beyond D), described to the
+        # library as [B, H, S, D] views by their strides: what layout="bshd" passes for torch tensors.
+        B, hq, hkv, s, d, pad = 2, 4, 2, 6, 128, 8
+        q, k, v = randn(self.rng, B * hq * s * d), randn(self.rng, B * hkv * s * d), randn(self.rng, B * hkv * s * d)
+
+        def bshd(values, h):
+            hs = d + pad
+            mem = [float("nan")] * (B * s * h * hs)
+            for b in range(B):
+                for hh in range(h):
+                    for i in range(s):
+                        base = (b * s + i) * h * hs + hh * hs
+                        mem[base:base + d] = values[((b * h + hh) * s + i) * d:][:d]
+            a = HostArray((B * s * h * hs,), values=mem)
+            a.shape, a.strides = (B, h, s, d), (s * h * hs * 2, hs * 2, h * hs * 2, 2)
+            return a
+        out = bshd([float("nan")] * (B * hq * s * d), hq)
+        LIB.prefill_gqa(bshd(q, hq), bshd(k, hkv), bshd(v, hkv), out=out)
+        mem, hs, got = out.values(), d + pad, []
+        for b in range(B):
+            for hh in range(hq):
+                for i in range(s):
+                    base = (b * s + i) * hq * hs + hh * hs
+                    got.extend(mem[base:base + d])
+        close(self, got, attention_ref(q, k, v, B, hq, hkv, s, s, d, 1 / math.sqrt(d)), 1e-3, "strided prefill_gqa")
+
     def test_decode_attention_split_over_the_keys(self):
         B, hq, hkv, skv, d = 2, 8, 1, 40, 128
         q, k, v = randn(self.rng, B * hq * d), randn(self.rng, B * hkv * skv * d), randn(self.rng, B * hkv * skv * d)
@@ -206,8 +233,12 @@ class Refusals(unittest.TestCase):
             LIB.softmax(_F8(), out=HostArray((2, 3)))
 
     def test_what_the_module_refuses_itself(self):
-        with self.assertRaisesRegex(ValueError, "not C-contiguous"):
+        with self.assertRaisesRegex(ValueError, "x's last dimension is not contiguous"):
             LIB.softmax(HostArray((2, 3), strides=(2, 4)), out=HostArray((2, 3)))
+        with self.assertRaisesRegex(ValueError, "layout 'sbhd'; Neptune takes 'bhsd' or 'bshd'"):
+            LIB.softmax(HostArray((2, 3)), out=HostArray((2, 3)), layout="sbhd")
+        with self.assertRaisesRegex(TypeError, "layout='bshd' needs torch tensors or numpy arrays"):
+            LIB.prefill_causal(*[HostArray((1, 5, 2, 128))] * 3, layout="bshd")
         with self.assertRaisesRegex(TypeError, "pass a torch tensor or an array"):
             LIB.softmax([1.0, 2.0], out=HostArray((1, 2)))
         with self.assertRaisesRegex(neptune_ops.ArgumentError, "unknown operator 'nope'"):
@@ -227,6 +258,7 @@ class Refusals(unittest.TestCase):
         t = neptune_ops._Tensor()
         buf = ctypes.create_string_buffer(12)
         t.data, t.dtype, t.device, t.ndim = ctypes.addressof(buf), 0, neptune_ops.CUDA, 2
+        t.abi = neptune_ops.ABI_VERSION
         t.shape[0], t.shape[1] = 2, 3
         index = ctypes.c_int(-1)
         arr = (neptune_ops._Tensor * 1)(t)
@@ -328,10 +360,34 @@ class Gpu(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertLess((y.float() - torch.softmax(x.float(), -1)).abs().max().item(), 1e-3)
 
+    def test_layouts_and_views_without_copies(self):
+        import torch
+        g = torch.Generator(device="cuda").manual_seed(5)
+        for dtype, d in ((torch.float16, 128), (torch.bfloat16, 64)):
+            q = torch.randn(2, 300, 16, d, device="cuda", generator=g).to(dtype)  # [B, S, H, D]
+            k = torch.randn(2, 300, 4, d, device="cuda", generator=g).to(dtype)
+            v = torch.randn(2, 300, 4, d, device="cuda", generator=g).to(dtype)
+            want = torch.nn.functional.scaled_dot_product_attention(
+                q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float(), is_causal=True,
+                enable_gqa=True)
+            out = LIB.prefill_gqa(q, k, v, layout="bshd")
+            torch.cuda.synchronize()
+            self.assertEqual(out.shape, q.shape)  # returned in the inputs' layout
+            self.assertLess((out.transpose(1, 2).float() - want).abs().max().item(), 2e-2)
+            # The same memory as [B, H, S, D] views (torch's transpose) in the default layout.
+            out2 = LIB.prefill_gqa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            torch.cuda.synchronize()
+            self.assertLess((out2.float() - want).abs().max().item(), 2e-2)
+        # A view that starts 2 bytes into its memory: vector copies need rows on 16 bytes.
+        x = torch.randn(4, 100, 8, 64, device="cuda", generator=g).half()[:, :, :, 1:41]
+        with self.assertRaisesRegex(neptune_ops.NeptuneOpsError, "does not start on 16 bytes"):
+            LIB.prefill_causal(x, x, x, layout="bshd")
+
     def test_host_memory_said_to_be_on_the_gpu_is_refused(self):
         t = neptune_ops._Tensor()
         buf = ctypes.create_string_buffer(1 * 1 * 2 * 128 * 2)
         t.data, t.dtype, t.device, t.ndim = ctypes.addressof(buf), 0, neptune_ops.CUDA, 4
+        t.abi = neptune_ops.ABI_VERSION
         for i, e in enumerate((1, 1, 2, 128)):
             t.shape[i] = e
         arr, out, index = (neptune_ops._Tensor * 3)(t, t, t), (neptune_ops._Tensor * 1)(t), ctypes.c_int(-1)
