@@ -62,6 +62,9 @@ public:
         row_vars_ = args0;
         std::map<std::string, Expr> vars = {{plan_.rvar, int_var(kCol)}};
         for (size_t i = 0; i < row_vars_.size(); i++) vars[row_vars_[i]] = row_ph(i);
+        // The outputs' tensor names first: a stage that is itself an output (its row state) takes
+        // another name, or its value and its tensor would be declared twice in one kernel.
+        for (const Halide::Func &o : outputs_) used_.insert(base_name(o.name()));
         for (const FusedStage &s : plan_.stages) names_[s.name] = unique(base_name(s.name));
         // x: the input every stage reads at (row variables, with the reduced one at its axis).
         for (const FusedStage &s : plan_.stages) {

@@ -150,6 +150,25 @@ TEST_CASE("extern stage: softmax with its log-sum-exp: one kernel writes both, t
     }
 }
 
+TEST_CASE("extern stage: an output named as a stage of the chain keeps its tensor apart from the stage's value") {
+    // softmax's row maximum asked for through a Func of the stage's own name: the kernel holds the
+    // running maximum and writes the tensor row_max. Under one name both would be declared in the
+    // kernel and it would not compile (NVRTC runs here, without a GPU).
+    for (const char *arch : {"sm_80", "sm_90a"}) {
+        INFO(arch);
+        const OperatorSpec spec = *find_operator("softmax");
+        algorithms::OperatorFuncs f = algorithms::build(spec);
+        algorithms::fuse_operator(spec, f, algorithms::FusionChoice());
+        Halide::Var r("r");
+        Halide::Func m("row_max");
+        m(r) = f.stage("row_max")(r);
+        GpuPipeline p = compile_gpu({m, f.outputs[0]}, jit(arch));
+        REQUIRE(p.stages().size() == 2);
+        CHECK(has(p.cuda_source(), "row_max["));  // the tensor, written
+        CHECK(has(p.tile_program(), "row_max2 = max(row_max2, row_max(x_t))"));  // the running state, renamed
+    }
+}
+
 TEST_CASE("extern stage: cross-entropy's label check guards the loss in the kernel (NaN where it fails)") {
     const GpuPipeline ce = compile_gpu(fused("cross_entropy").outputs, jit("sm_80"));
     REQUIRE(ce.stages().size() == 1);
