@@ -17,6 +17,7 @@
 #include "lower/PipelineLoads.h"
 #include "lower/PlanSharedMemory.h"
 #include "lower/SelectMma.h"
+#include "lower/ShareTileTerms.h"
 #include "lower/SkipMaskedTiles.h"
 #include "lower/SpecializeWarps.h"
 #include "lower/SwizzleSharedTiles.h"
@@ -123,6 +124,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     log("hoist_row_invariants", p);
     p = each_kernel(p, fold_constant_scales);  // a softcap's division by its cap, as a multiplication
     log("fold_constant_scales", p);
+    p = each_kernel(p, share_tile_terms);  // after hoisting: terms compare equal through its row vectors
+    log("share_tile_terms", p);
     p = each_kernel(p, [&](const tir::Kernel &k) { return select_mma(k, opt.wgmma); });
     log("select_mma", p);
     p = each_kernel(p, swizzle_shared_tiles);  // the mma.sync kernels' shared layouts, as select_mma set wgmma's

@@ -73,6 +73,38 @@ TEST_CASE("lower: every attention operator gives a verified tile program and CUD
     }
 }
 
+TEST_CASE("lower: share_tile_terms evaluates attention's exponential once per element, however many terms read it") {
+    // attention_row_stats: the output's P, the entropy's P * s and the largest probability's P / l
+    // share exp(s - m); each KV loop computes it in one map, and the other terms read that tile.
+    for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+        INFO(arch_name(arch));
+        const tir::Program p = lower(*find_operator("attention_row_stats"), arch);
+        int loops = 0;
+        std::function<void(const tir::Block &)> walk = [&](const tir::Block &b) {
+            for (const tir::Stmt &s : b) {
+                if (s->kind == tir::NodeKind::CarriedLoop) {
+                    int exps = 0, reads_p = 0;
+                    for (const tir::Stmt &t : s->body)
+                        if (t->kind == tir::NodeKind::TileMap) {
+                            std::ostringstream os;
+                            os << t->value;
+                            exps += os.str().find("fast_exp2") != std::string::npos;
+                            reads_p += os.str().find("p0") != std::string::npos;
+                        }
+                    if (exps > 0) {
+                        loops++;
+                        CHECK(exps == 1);
+                        CHECK(reads_p == 3);  // p0's own map, the entropy's term and the largest probability's
+                    }
+                }
+                walk(s->body);
+            }
+        };
+        walk(p.kernels.at(0).body);
+        CHECK(loops >= 1);
+    }
+}
+
 TEST_CASE("lower: causal and windowed masks narrow the KV loop and mask only partial tiles") {
     // The window bounds the loop from below and the causal mask from above; no mask, no bound.
     const std::string window = tir::to_string(lower(*find_operator("prefill_windowed")));
