@@ -14,8 +14,8 @@ extern "C" {
 #endif
 
 /** Raised whenever the request or the descriptor's meaning changes; the ops library refuses a
- * compiler library of another version. */
-#define NEPTUNE_OPS_JIT_VERSION 1
+ * compiler library of another version. Version 2: descriptors mark strided buffers. */
+#define NEPTUNE_OPS_JIT_VERSION 2
 
 typedef struct neptune_ops_jit_request {
     const char *op; /* the suite's operator, e.g. "decode_gqa" */
