@@ -194,6 +194,7 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
         return fail(halide_error_code_bad_type, "has type " + type_name(b->type.code, b->type.bits) + ", expected " +
                                                     type_name(t.type_code, t.bits));
     int64_t stride = 1;
+    int64_t below = 1;  // a strided buffer: the stride taken for dimension k - 1 times its extent
     for (size_t k = 0; k < t.dims.size(); k++) {
         const halide_dimension_t &d = b->dim[k];
         if (d.min != 0 || d.extent != extents[k]) {
@@ -207,14 +208,17 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
         // Strides matter only for data: a query's output region has none.
         const bool data = !b->is_bounds_query() && extents[k] > 1;
         if (t.strided && k > 0) {
-            // A stride where the extent is 1 is never used to address: the dense one stands in.
-            const int64_t given = data ? int64_t(d.stride) : stride;
+            // A stride where the extent is 1 is never used to address: the one right past the
+            // dimension below stands in, so relations between strides hold as if it were dense
+            // there (a decode output of one batch with padded heads has no batch stride to check).
+            const int64_t given = data ? int64_t(d.stride) : below;
             if (given <= 0 || given % internal::kStrideUnit)
                 return fail(halide_error_code_constraint_violated,
                             "has stride " + std::to_string(given) + " in dimension " + std::to_string(k) +
                                 ": Neptune's kernels take strides that are positive multiples of " +
                                 std::to_string(internal::kStrideUnit) + " elements (16 bytes)");
             vars[internal::stride_param(t.name, int(k))] = given / internal::kStrideUnit;
+            below = given * extents[k];
         } else if (data && d.stride != stride) {
             return fail(halide_error_code_constraint_violated,
                         "has stride " + std::to_string(d.stride) + " in dimension " + std::to_string(k) +
@@ -222,6 +226,7 @@ int validate(void *uc, const Group &g, size_t i, const halide_buffer_t *b, const
                             (t.strided ? ": the innermost dimension must be contiguous"
                                        : ": Neptune's kernels read and write this tensor dense"));
         }
+        if (k == 0) below = extents[0];  // the innermost dimension is contiguous
         stride *= extents[k];
     }
     return 0;
