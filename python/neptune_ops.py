@@ -250,8 +250,12 @@ class Library:
         """The Variant of `op` that takes these inputs (checked as a call would)."""
         inputs = self._in_layout(inputs, layout)
         arr, _ = self._tensors(inputs, op_inputs=self._names(op))
+        return self._select(op, arr, len(inputs))
+
+    def _select(self, op, arr, n):
+        """The Variant of `op` for n described input tensors."""
         index = ctypes.c_int(-1)
-        self._check(self._lib.neptune_ops_select(op.encode(), arr, len(inputs), ctypes.byref(index)))
+        self._check(self._lib.neptune_ops_select(op.encode(), arr, n, ctypes.byref(index)))
         if index.value >= len(self.variants):
             self._read_variants()
         return self.variants[index.value]
@@ -259,8 +263,11 @@ class Library:
     def output_shapes(self, variant, *inputs):
         """[(shape, dtype name)] of the outputs `variant` writes for these inputs."""
         arr, _ = self._tensors(inputs, op_inputs=variant.inputs)
+        return self._output_shapes(variant, arr, len(inputs))
+
+    def _output_shapes(self, variant, arr, n):
         outs = (_Tensor * len(variant.outputs))()
-        self._check(self._lib.neptune_ops_output_shapes(variant.index, arr, len(inputs), outs, len(outs)))
+        self._check(self._lib.neptune_ops_output_shapes(variant.index, arr, n, outs, len(outs)))
         return [(tuple(o.shape[:o.ndim]), DTYPES[o.dtype]) for o in outs]
 
     def bind(self, op, *inputs, out=None, stream=None, layout="bhsd"):
@@ -268,11 +275,11 @@ class Library:
         outputs: for timing loops, where ctypes' argument building would otherwise be timed too. With
         out=None the outputs are allocated here (torch.empty like the first input, or numpy.empty).
         layout="bshd": attention's 4-D inputs and outputs are [B, S, H, D] (read and written in place)."""
-        variant = self.select(op, *inputs, layout=layout)
         inputs = self._in_layout(inputs, layout)
-        in_arr, kind = self._tensors(inputs, op_inputs=variant.inputs)
+        in_arr, kind = self._tensors(inputs, op_inputs=self._names(op))
+        variant = self._select(op, in_arr, len(inputs))
         if out is None:
-            out = self._allocate(variant, inputs, kind, layout)
+            out = self._allocate(self._output_shapes(variant, in_arr, len(inputs)), kind, layout)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         out_arr, _ = self._tensors(self._in_layout(outs, layout), op_inputs=variant.outputs)
         if kind[0] == "torch" and kind[1] is not None and kind[1].type == "cuda" and stream is None:
@@ -330,9 +337,8 @@ class Library:
             return tuple(xs)
         return tuple(_swap_seq_heads(x) if len(getattr(x, "shape", ())) == 4 else x for x in xs)
 
-    def _allocate(self, variant, inputs, kind, layout="bhsd"):
-        """Outputs for `inputs` (already in the library's layout), themselves in `layout`."""
-        shapes = self.output_shapes(variant, *inputs)
+    def _allocate(self, shapes, kind, layout="bhsd"):
+        """Outputs of these [(shape, dtype)] (the library's layout), allocated in `layout`."""
         if layout == "bshd":
             shapes = [((s[0], s[2], s[1], s[3]) if len(s) == 4 else s, d) for s, d in shapes]
         if kind[0] == "torch":

@@ -30,6 +30,12 @@ struct OutputCheck {
 std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::vector<RowRun> &runs,
                                       const std::vector<HostTensor> &actual, const std::vector<HostTensor> &expected);
 
+/** Per output, the relative RMS error of `expected` itself rounded to the output's type, over the rows
+ * of `runs`. No check's bound may be tighter than a small multiple of it: f16 values near 1e-5 are
+ * subnormal, and rounding them alone exceeds the usual f16 bound. */
+std::vector<double> rounding_rel_rms(const OperatorInstance &inst, const std::vector<RowRun> &runs,
+                                     const std::vector<HostTensor> &expected);
+
 }  // namespace neptune
 
 #endif

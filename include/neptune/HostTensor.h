@@ -55,6 +55,9 @@ struct Tolerance {
 };
 Tolerance tolerance_for(DType t);
 
+/** The error of `exact` rounded to its own type, over elements [begin, end): the floor under any
+ * result of that type (f16 values near 1e-5 are subnormal and round coarsely). */
+ErrorStats rounding_error(const HostTensor &exact, int64_t begin = 0, int64_t end = -1);
 /** Merges the statistics of disjoint element sets. */
 ErrorStats merge(const ErrorStats &a, const ErrorStats &b);
 /** The multi-index of flat element `i` of a tensor with `shape`, as "[a, b, c]". */

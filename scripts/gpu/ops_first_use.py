@@ -135,7 +135,7 @@ def coverage(args):
                                    variant=ops.select(op, q, k, v).name)
                     print(f"{op:12s} {dtype:9s} d{hd:<4d} group {group:2d} {layout}: "
                           f"{'ok  ' if row['ok'] else 'FAIL'} {row.get('variant', row.get('error', ''))} "
-                          f"max err {row.get('max_abs_err', float('nan')):.2e} (call {seconds:.2f} s)", flush=True)
+                          f"max err {row.get('max_abs_err', float('nan')):.2e} (first use {seconds:.2f} s)", flush=True)
                     rows.append(row)
     return rows
 

@@ -47,4 +47,17 @@ std::vector<OutputCheck> compare_rows(const OperatorInstance &inst, const std::v
     return out;
 }
 
+std::vector<double> rounding_rel_rms(const OperatorInstance &inst, const std::vector<RowRun> &runs,
+                                     const std::vector<HostTensor> &expected) {
+    std::vector<double> out;
+    for (size_t o = 0; o < inst.outputs.size(); o++) {
+        const int64_t inner = inst.outputs[o].numel() / inst.rows;
+        ErrorStats total;
+        for (const RowRun &r : runs)
+            total = merge(total, rounding_error(expected[o], r.first * inner, (r.first + r.second) * inner));
+        out.push_back(total.rel_rms());
+    }
+    return out;
+}
+
 }  // namespace neptune

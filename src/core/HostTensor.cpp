@@ -175,6 +175,15 @@ std::vector<HostTensor> make_outputs(const OperatorInstance &inst) {
     return out;
 }
 
+ErrorStats rounding_error(const HostTensor &exact, int64_t begin, int64_t end) {
+    if (end < 0) end = int64_t(exact.values.size());
+    std::vector<double> rounded(exact.values.begin() + begin, exact.values.begin() + end);
+    for (double &v : rounded) v = round_value(exact.desc.dtype, v);
+    ErrorStats e = compare(rounded, std::vector<double>(exact.values.begin() + begin, exact.values.begin() + end));
+    if (e.worst_index >= 0) e.worst_index += begin;
+    return e;
+}
+
 ErrorStats compare(const std::vector<double> &actual, const std::vector<double> &expected, int64_t begin, int64_t end) {
     if (actual.size() != expected.size()) throw std::invalid_argument("compare: tensors differ in size");
     if (end < 0) end = int64_t(actual.size());

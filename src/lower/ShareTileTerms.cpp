@@ -29,10 +29,11 @@ struct Def {
     std::set<std::string> reads;
 };
 
-Expr expand(const Expr &e, const std::map<std::string, Def> &rows) {
+/** The row vectors' current values by name, for HI::substitute. */
+std::map<std::string, Expr> row_values(const std::map<std::string, Def> &rows) {
     std::map<std::string, Expr> m;
     for (const auto &[n, d] : rows) m[n] = d.expanded;
-    return HI::substitute(m, e);
+    return m;
 }
 
 class Sharer {
@@ -55,7 +56,7 @@ public:
             if ((t->kind == NodeKind::TileMap || t->kind == NodeKind::RowMap) && !reads.count(t->dst) &&
                 !t->valid_rows.defined() && !t->valid_cols.defined()) {
                 Def d;
-                d.expanded = expand(t->value, rows);
+                d.expanded = HI::substitute(row_values(rows), t->value);
                 d.reads = names_in(d.expanded);
                 (t->kind == NodeKind::TileMap ? tiles : rows)[t->dst] = d;
             }
@@ -83,11 +84,11 @@ private:
         class Replace : public HI::IRMutator {
         public:
             const std::vector<std::pair<std::string, Expr>> *candidates;
-            const std::map<std::string, Def> *rows;
+            std::map<std::string, Expr> rows;
             using HI::IRMutator::mutate;
             Expr mutate(const Expr &e) override {
                 if (!e.as<HI::Variable>() && !e.as<HI::FloatImm>() && !e.as<HI::IntImm>()) {
-                    const Expr x = expand(e, *rows);
+                    const Expr x = HI::substitute(rows, e);
                     for (const auto &[name, value] : *candidates)
                         if (HI::equal(x, value)) return HI::Variable::make(e.type(), name);
                 }
@@ -95,7 +96,7 @@ private:
             }
         } replace;
         replace.candidates = &candidates;
-        replace.rows = &rows;
+        replace.rows = row_values(rows);
         const Expr v = replace.mutate(s->value);
         if (v.same_as(s->value)) return s;
         return with(s, [&](Node &n) { n.value = v; });

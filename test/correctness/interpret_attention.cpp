@@ -5,9 +5,11 @@
 // buffer's release), which would otherwise show only as a hang on the GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "HeadsLayout.h"
 #include "core/StrideParams.h"
 #include "suite/LowerOperator.h"
 #include "neptune/Check.h"
@@ -16,6 +18,9 @@
 #include "tir/Interpreter.h"
 
 using namespace neptune;
+using testing::bshd_strides;
+using testing::for_each_head_row;
+using testing::HeadsStrides;
 
 namespace {
 
@@ -41,33 +46,28 @@ struct Case {
  * D and whose batches `batch_pad` beyond; the strides go into `ints` (units of 8 elements). */
 HostTensor strided_copy(const HostTensor &t, int64_t pad, int64_t batch_pad, std::map<std::string, int64_t> &ints) {
     const std::vector<int64_t> &sh = t.desc.shape;
-    const int64_t B = sh[0], H = sh[1], S = sh[2], D = sh[3];
-    const int64_t sh_ = D + pad, ss = H * sh_, sb = S * ss + batch_pad;
-    HostTensor m(TensorDesc{t.desc.name, t.desc.dtype, {B * sb}});
+    const int64_t D = sh[3];
+    const HeadsStrides st = bshd_strides(sh[1], sh[2], D, pad, batch_pad);
+    HostTensor m(TensorDesc{t.desc.name, t.desc.dtype, {sh[0] * st.batch}});
     std::fill(m.values.begin(), m.values.end(), NAN);  // padding: a read of it shows
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t d = 0; d < D; d++)
-                    m.values[size_t(b * sb + i * ss + h * sh_ + d)] = t.values[size_t(((b * H + h) * S + i) * D + d)];
-    ints[internal::stride_param(t.desc.name, 1)] = ss / internal::kStrideUnit;
-    ints[internal::stride_param(t.desc.name, 2)] = sh_ / internal::kStrideUnit;
-    ints[internal::stride_param(t.desc.name, 3)] = sb / internal::kStrideUnit;
+    for_each_head_row(sh[0], sh[1], sh[2], D, st, [&](int64_t dense, int64_t strided) {
+        std::copy_n(t.values.begin() + dense, D, m.values.begin() + strided);
+    });
+    ints[internal::stride_param(t.desc.name, 1)] = st.row / internal::kStrideUnit;
+    ints[internal::stride_param(t.desc.name, 2)] = st.head / internal::kStrideUnit;
+    ints[internal::stride_param(t.desc.name, 3)] = st.batch / internal::kStrideUnit;
     return m;
 }
 
 /** The inverse: memory `m` laid out as strided_copy made it, back into dense `t`. */
 void gather_strided(const HostTensor &m, HostTensor &t, const std::map<std::string, int64_t> &ints) {
     const std::vector<int64_t> &sh = t.desc.shape;
-    const int64_t ss = ints.at(internal::stride_param(t.desc.name, 1)) * internal::kStrideUnit,
-                  sh_ = ints.at(internal::stride_param(t.desc.name, 2)) * internal::kStrideUnit,
-                  sb = ints.at(internal::stride_param(t.desc.name, 3)) * internal::kStrideUnit;
-    for (int64_t b = 0; b < sh[0]; b++)
-        for (int64_t h = 0; h < sh[1]; h++)
-            for (int64_t i = 0; i < sh[2]; i++)
-                for (int64_t d = 0; d < sh[3]; d++)
-                    t.values[size_t(((b * sh[1] + h) * sh[2] + i) * sh[3] + d)] =
-                        m.values[size_t(b * sb + i * ss + h * sh_ + d)];
+    const HeadsStrides st{ints.at(internal::stride_param(t.desc.name, 3)) * internal::kStrideUnit,
+                          ints.at(internal::stride_param(t.desc.name, 2)) * internal::kStrideUnit,
+                          ints.at(internal::stride_param(t.desc.name, 1)) * internal::kStrideUnit};
+    for_each_head_row(sh[0], sh[1], sh[2], sh[3], st, [&](int64_t dense, int64_t strided) {
+        std::copy_n(m.values.begin() + strided, sh[3], t.values.begin() + dense);
+    });
 }
 
 void run(const OperatorSpec &op, const Case &c) {

@@ -2,11 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "Compare.h"
+#include "HeadsLayout.h"
 #include "neptune/reference/Reference.h"
 #include "neptune/runtime/NeptuneRuntime.h"
 #include "ops/OpsDType.h"
@@ -63,29 +65,25 @@ void to_bshd(OpsTensor &o, int64_t pad) {
     REQUIRE(o.t.ndim == 4);
     const int64_t B = o.t.shape[0], H = o.t.shape[1], S = o.t.shape[2], D = o.t.shape[3];
     const size_t e = o.t.dtype == NEPTUNE_OPS_F32 || o.t.dtype == NEPTUNE_OPS_I32 ? 4 : 2;
-    const int64_t hs = D + pad, ss = H * hs, bs = S * ss;
-    std::vector<unsigned char> m(size_t(B * bs) * e, 0xff);  // NaN in the padding
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < S; i++)
-                std::memcpy(&m[size_t(b * bs + i * ss + h * hs) * e], &o.bytes[size_t(((b * H + h) * S + i) * D) * e],
-                            size_t(D) * e);
+    const HeadsStrides st = bshd_strides(H, S, D, pad, 0);
+    std::vector<unsigned char> m(size_t(B * st.batch) * e, 0xff);  // NaN in the padding
+    for_each_head_row(B, H, S, D, st, [&](int64_t dense, int64_t strided) {
+        std::memcpy(&m[size_t(strided) * e], &o.bytes[size_t(dense) * e], size_t(D) * e);
+    });
     o.bytes = std::move(m);
     o.t.data = o.bytes.data();
-    const int64_t strides[4] = {bs, hs, ss, 1};
+    const int64_t strides[4] = {st.batch, st.head, st.row, 1};
     std::copy(strides, strides + 4, o.t.strides);
 }
 
 void from_bshd(OpsTensor &o) {
     const int64_t B = o.t.shape[0], H = o.t.shape[1], S = o.t.shape[2], D = o.t.shape[3];
     const size_t e = o.t.dtype == NEPTUNE_OPS_F32 || o.t.dtype == NEPTUNE_OPS_I32 ? 4 : 2;
-    const int64_t bs = o.t.strides[0], hs = o.t.strides[1], ss = o.t.strides[2];
+    const HeadsStrides st{o.t.strides[0], o.t.strides[1], o.t.strides[2]};
     std::vector<unsigned char> d(size_t(B * H * S * D) * e);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < S; i++)
-                std::memcpy(&d[size_t(((b * H + h) * S + i) * D) * e], &o.bytes[size_t(b * bs + i * ss + h * hs) * e],
-                            size_t(D) * e);
+    for_each_head_row(B, H, S, D, st, [&](int64_t dense, int64_t strided) {
+        std::memcpy(&d[size_t(dense) * e], &o.bytes[size_t(strided) * e], size_t(D) * e);
+    });
     o.bytes = std::move(d);
     o.t.data = o.bytes.data();
     std::fill(std::begin(o.t.strides), std::end(o.t.strides), int64_t(0));
