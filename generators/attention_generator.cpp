@@ -48,9 +48,11 @@ public:
     GeneratorParam<int> warps{"warps", 0};
     GeneratorParam<int> stages{"stages", 0};
     GeneratorParam<int> min_blocks{"min_blocks", -1};
-    /** true: the library also returns each query row's log-sum-exp, entropy and largest probability
-     * (lse, entropy, max_prob [B, Hq, Sq], f32), written by the same kernels as out. */
-    GeneratorParam<bool> row_stats{"row_stats", false};
+    /** lse: the library also returns each query row's log-sum-exp (lse [B, Hq, Sq], f32); all: its
+     * log-sum-exp, entropy and largest probability (lse, entropy, max_prob); written by the same
+     * kernels as out. */
+    GeneratorParam<RowStats> row_stats{
+        "row_stats", RowStats::None, {{"none", RowStats::None}, {"lse", RowStats::Lse}, {"all", RowStats::All}}};
 
     void configure() { sig_ = declare_signature(*this, spec()); }
 
@@ -59,7 +61,7 @@ public:
         s.name = this->name();
         s.family = Family::Attention;
         s.dtype = element_type(dtype, this->name());
-        s.with_row_stats = row_stats;
+        s.row_stats = row_stats;
         AttentionSpec &a = s.attention;
         a.decode = G::decode;
         a.mask = mask;

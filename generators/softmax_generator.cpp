@@ -11,7 +11,7 @@ public:
 
     OperatorSpec spec() {
         OperatorSpec s = base_spec(Family::Softmax);
-        s.with_row_stats = with_lse;
+        s.row_stats = with_lse ? RowStats::Lse : RowStats::None;
         return s;
     }
 };

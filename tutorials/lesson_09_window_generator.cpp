@@ -53,8 +53,7 @@ public:
         in.q_heads = q.dim(2).extent();
         in.kv_heads = k.dim(2).extent();
         in.head_dim_qk = head_dim;
-        const neptune::algorithms::AttentionFuncs a =
-            neptune::algorithms::attention(spec, neptune::DType::F16, in, false);
+        const neptune::algorithms::AttentionFuncs a = neptune::algorithms::attention(spec, neptune::DType::F16, in);
 
         // 2. The Neptune schedule: FlashAttention's recurrence over tiles of keys (lesson 7).
         neptune::fuse_reduction({a.acc, a.row_sum}, RVar(a.kv.x)).rolling_update(tile);

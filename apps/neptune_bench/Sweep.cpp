@@ -53,7 +53,7 @@ std::vector<std::string> attention_operators() {
     std::vector<std::string> out;
     // The ten attention operators of docs/design/operators.md.
     for (const OperatorSpec &op : operator_suite())
-        if (op.family == Family::Attention && !op.with_row_stats) out.push_back(op.name);
+        if (op.family == Family::Attention && op.row_stats == RowStats::None) out.push_back(op.name);
     return out;
 }
 

@@ -57,6 +57,11 @@ struct AttentionSpec {
 /** One operator of the suite. For attention families the benchmark shape
  * B,S is (batch, sequence); for row-wise families it is (rows, columns);
  * for Performer it is (batch, sequence) with `features` random features. */
+/** Per-row outputs an operator returns beside its own: the log-sum-exp (attention and softmax: what
+ * a backward pass or a merge of partial results reads), or attention's lse, entropy and largest
+ * probability. */
+enum class RowStats { None, Lse, All };
+
 struct OperatorSpec {
     std::string name;
     Family family;
@@ -66,9 +71,8 @@ struct OperatorSpec {
     int features = 256;  // Performer
     int matmul_n = 1024;  // LayerNormMatmul, RmsNormMatmul: output columns
     double eps = 1e-5;  // LayerNorm, RmsNorm
-    // Also the row statistics from the same kernel: attention's lse, entropy and largest probability
-    // per row; softmax's log-sum-exp.
-    bool with_row_stats = false;
+    // Per-row outputs beside the operator's own, written by the same kernel.
+    RowStats row_stats = RowStats::None;
     bool f32_outputs = false;  // outputs in f32, not the input type (to compare fused and unfused in f32)
 };
 

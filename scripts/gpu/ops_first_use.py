@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Variants of libneptune_ops.so compiled on first use, from Python on torch tensors.
 
-  ops_first_use.py [--lib PATH] [--json FILE] [--quick]
+  ops_first_use.py [--lib PATH] [--json FILE] [--quick] [--parts timing,coverage,strided]
 
-1. Timing: for a prefill and a decode configuration that no AOT variant has, two fresh processes
-   in turn, on one new cache directory: the first compiles the variant on its first call, the second
-   loads it from the cache. Each reports the library's load, its first call (synchronized) and a
-   second call.
+1. Timing: for a prefill, a decode and row-wise configurations (bf16 row chains) that no AOT variant
+   has, two fresh processes in turn, on one new cache directory: the first compiles the variant on
+   its first call, the second loads it from the cache. Each reports the library's load, its first
+   call (synchronized) and a second call.
 2. Coverage: prefill (causal, grouped heads) and decode at head dims 64, 80, 96, 128, 192 and 256,
    f16 and bf16, 1 to 16 query heads per KV head, in both layouts ([B, H, S, D], and [B, S, H, D]
    with layout="bshd"), against torch's SDPA (math backend) in f32, with the bounds of the GPU test
@@ -31,7 +31,12 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 TIMING = [
     ("prefill_causal", "bfloat16", 64, 8, 8, 1, 1024),
     ("decode_gqa", "bfloat16", 128, 32, 8, 4, 4096),
+    ("softmax", "bfloat16", 4096, 8192),  # row-wise: op, dtype, rows, cols
+    ("rmsnorm", "bfloat16", 4096, 8192),
+    ("layernorm", "bfloat16", 4096, 8192),
+    ("cross_entropy", "bfloat16", 4096, 32768),
 ]
+ROW_WISE = ("softmax", "logsumexp", "rmsnorm", "layernorm", "cross_entropy")
 TOLERANCE = {"float16": (2e-3, 2e-2), "bfloat16": (1e-2, 6e-2)}  # atol, rtol (test/ops/gpu_ops.cpp)
 
 
@@ -55,23 +60,41 @@ def inputs(op, dtype, hd, hq, hkv, b, s, torch, layout="bhsd"):
     return q, k, v
 
 
+def row_inputs(op, dtype, rows, cols, torch):
+    """x [rows, cols] and the operator's other inputs: gamma (and beta) [cols], or int32 labels [rows]."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    dt = getattr(torch, dtype)
+    x = torch.randn(rows, cols, device="cuda", generator=g).to(dt)
+    if op == "rmsnorm":
+        return x, torch.ones(cols, device="cuda", dtype=dt)
+    if op == "layernorm":
+        return x, torch.ones(cols, device="cuda", dtype=dt), torch.zeros(cols, device="cuda", dtype=dt)
+    if op == "cross_entropy":
+        return x, torch.randint(0, cols, (rows,), device="cuda", dtype=torch.int32, generator=g)
+    return (x,)
+
+
 def child(args):
     """One process's first and second call of a configuration (timing mode)."""
     import torch
-    op, dtype, hd, hq, hkv, b, s = json.loads(args.child)
-    q, k, v = inputs(op, dtype, hd, hq, hkv, b, s, torch)
+    config = json.loads(args.child)
+    op = config[0]
+    if op in ROW_WISE:
+        tensors = row_inputs(*config, torch)
+    else:
+        tensors = inputs(*config, torch)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     import neptune_ops
     ops = neptune_ops.Library(args.lib)
     t1 = time.perf_counter()
-    out = ops.run(op, q, k, v)
+    out = ops.run(op, *tensors)
     torch.cuda.synchronize()
     t2 = time.perf_counter()
-    ops.run(op, q, k, v, out=out)
+    ops.run(op, *tensors, out=out)
     torch.cuda.synchronize()
     t3 = time.perf_counter()
-    print(json.dumps({"variant": ops.select(op, q, k, v).name, "load_ms": 1e3 * (t1 - t0),
+    print(json.dumps({"variant": ops.select(op, *tensors).name, "load_ms": 1e3 * (t1 - t0),
                       "first_call_ms": 1e3 * (t2 - t1), "second_call_ms": 1e3 * (t3 - t2)}))
 
 
@@ -85,9 +108,13 @@ def timing(args):
                 r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
                 if r.returncode != 0:
                     raise SystemExit(f"{config}: {r.stderr.strip()[-2000:]}")
-                row = dict(json.loads(r.stdout.strip().splitlines()[-1]), process=process,
-                           op=config[0], dtype=config[1], head_dim=config[2], q_heads=config[3], kv_heads=config[4],
-                           batch=config[5], seq=config[6])
+                row = dict(json.loads(r.stdout.strip().splitlines()[-1]), process=process, op=config[0],
+                           dtype=config[1])
+                if config[0] in ROW_WISE:
+                    row.update(rows=config[2], cols=config[3])
+                else:
+                    row.update(head_dim=config[2], q_heads=config[3], kv_heads=config[4], batch=config[5],
+                               seq=config[6])
                 print(f"timing {row['variant']:28s} {process:22s} load {row['load_ms']:7.1f} ms  first call "
                       f"{row['first_call_ms']:8.1f} ms  second call {row['second_call_ms']:6.2f} ms", flush=True)
                 rows.append(row)
@@ -178,16 +205,23 @@ def main():
     p.add_argument("--lib", help="libneptune_ops.so (default: as neptune_ops.Library finds it)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--quick", action="store_true", help="head dims 64 and 128, groups 1 and 4 only")
+    p.add_argument("--parts", default="timing,coverage,strided", help="which parts to run (default: all three)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return child(args)
     import torch
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "date": time.strftime("%Y-%m-%d"), "timing": timing(args), "coverage": coverage(args),
-              "strided": strided(args)}
-    failed = [r for r in result["coverage"] if not r["ok"]]
-    print(f"coverage: {len(result['coverage']) - len(failed)} of {len(result['coverage'])} cases within bounds")
+    parts = {"timing": timing, "coverage": coverage, "strided": strided}
+    chosen = args.parts.split(",")
+    unknown = [c for c in chosen if c not in parts]
+    if unknown:
+        p.error(f"unknown part {unknown[0]!r}; the parts are {', '.join(parts)}")
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    for c in chosen:
+        result[c] = parts[c](args)
+    failed = [r for r in result.get("coverage", []) if not r["ok"]]
+    if "coverage" in result:
+        print(f"coverage: {len(result['coverage']) - len(failed)} of {len(result['coverage'])} cases within bounds")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

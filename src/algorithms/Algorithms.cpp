@@ -40,7 +40,7 @@ Expr f32(const Expr &e) { return cast<float>(e); }
 
 }  // namespace
 
-AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in, bool row_stats) {
+AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in, RowStats row_stats) {
     Var d("d"), e("e"), i("i"), j("j"), h("h"), b("b");
     AttentionFuncs f;
     const Expr hk = h / (in.q_heads / in.kv_heads);  // contiguous GQA groups
@@ -86,7 +86,12 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
     f.out = Func("out");
     f.out(e, i, h, b) = cast(halide_type(out_dtype), select(empty, 0.0f, f.acc(e, i, h, b) / f.row_sum(i, h, b)));
 
-    if (row_stats) {
+    const Expr lse = f.row_max(i, h, b) + Halide::log(f.row_sum(i, h, b));
+    if (row_stats != RowStats::None) {
+        f.lse = Func("lse");
+        f.lse(i, h, b) = select(empty, neg_inf(), lse);
+    }
+    if (row_stats == RowStats::All) {
         f.ent_num = Func("ent_num");
         f.ent_num(i, h, b) = 0.0f;
         f.ent_num(i, h, b) +=
@@ -97,9 +102,6 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
         f.max_prob_acc(i, h, b) = 0.0f;  // probabilities are >= 0, and an empty row reports 0
         f.max_prob_acc(i, h, b) = Halide::max(f.max_prob_acc(i, h, b), f.prob(kv, i, h, b) / safe_sum);
 
-        const Expr lse = f.row_max(i, h, b) + Halide::log(f.row_sum(i, h, b));
-        f.lse = Func("lse");
-        f.lse(i, h, b) = select(empty, neg_inf(), lse);
         f.entropy = Func("entropy");
         f.entropy(i, h, b) = select(empty, 0.0f, lse - f.ent_num(i, h, b) / f.row_sum(i, h, b));
         f.max_prob = Func("max_prob");
@@ -126,18 +128,21 @@ void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, co
     in.q_heads = extent(0, 2);
     in.kv_heads = extent(1, 2);
     in.head_dim_qk = extent(0, 0);
-    AttentionFuncs f = attention(spec.attention, out_type(spec), in, spec.with_row_stats);
+    AttentionFuncs f = attention(spec.attention, out_type(spec), in, spec.row_stats);
     of.rdoms["kv"] = f.kv;
     of.stages = {{"qk", f.qk},           {"score", f.score}, {"row_max", f.row_max}, {"prob", f.prob},
                  {"row_sum", f.row_sum}, {"acc", f.acc},     {"out", f.out}};
     of.outputs = {f.out};
-    if (spec.with_row_stats) {
+    if (spec.row_stats != RowStats::None) {
+        of.stages["lse"] = f.lse;
+        of.outputs.push_back(f.lse);
+    }
+    if (spec.row_stats == RowStats::All) {
         of.stages.insert({{"ent_num", f.ent_num},
                           {"max_prob_acc", f.max_prob_acc},
-                          {"lse", f.lse},
                           {"entropy", f.entropy},
                           {"max_prob", f.max_prob}});
-        of.outputs.insert(of.outputs.end(), {f.lse, f.entropy, f.max_prob});
+        of.outputs.insert(of.outputs.end(), {f.entropy, f.max_prob});
     }
 }
 
@@ -183,7 +188,7 @@ void add_softmax_family(const OperatorSpec &spec, const std::vector<Func> &input
     }
     of.stages[spec.family == Family::Softmax ? "y" : (spec.family == Family::CrossEntropy ? "loss" : "lse")] = out;
     of.outputs = {out};
-    if (spec.family == Family::Softmax && spec.with_row_stats) {
+    if (spec.family == Family::Softmax && spec.row_stats != RowStats::None) {
         // Softmax with its log-sum-exp (what a backward pass or a merge of partial softmaxes reads).
         Func lse("lse");
         lse(r) = row_max(r) + Halide::log(row_sum(r));

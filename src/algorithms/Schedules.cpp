@@ -20,7 +20,7 @@ std::vector<FusedReduction> fuse_operator(const OperatorSpec &spec, const Operat
     };
     switch (spec.family) {
     case Family::Attention:
-        if (spec.with_row_stats) {
+        if (spec.row_stats == RowStats::All) {
             group({"acc", "row_sum", "ent_num", "max_prob_acc"}, "kv");
         } else {
             group({"acc", "row_sum"}, "kv");

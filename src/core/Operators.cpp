@@ -90,8 +90,13 @@ std::vector<OperatorSpec> make_suite() {
         attention_op("attention_row_stats",
                      "causal attention that also returns log-sum-exp, entropy and largest probability per row", 32, 32,
                      Mask::Causal, ScoreMod::None, false);
-    stats.with_row_stats = true;
+    stats.row_stats = RowStats::All;
     ops.push_back(stats);
+    OperatorSpec lse = attention_op("prefill_causal_lse",
+                                    "causal attention that also returns log-sum-exp per row (as training reads it)", 32,
+                                    32, Mask::Causal, ScoreMod::None, false);
+    lse.row_stats = RowStats::Lse;
+    ops.push_back(lse);
     ops.push_back(make_op("softmax", Family::Softmax, "softmax over the last axis of [rows, cols]"));
     ops.push_back(make_op("logsumexp", Family::LogSumExp, "log-sum-exp over the last axis of [rows, cols]"));
     ops.push_back(make_op("cross_entropy", Family::CrossEntropy,
@@ -158,9 +163,9 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
                      {"v", t, {batch, a.kv_heads, seq, a.head_dim_v}}};
         if (a.mod == ScoreMod::Alibi) in.inputs.push_back({"slopes", DType::F32, {a.q_heads}});
         in.outputs = {{"out", t, {batch, a.q_heads, sq, a.head_dim_v}}};
-        if (spec.with_row_stats)
-            for (const char *n : {"lse", "entropy", "max_prob"})
-                in.outputs.push_back({n, DType::F32, {batch, a.q_heads, sq}});
+        if (spec.row_stats != RowStats::None) in.outputs.push_back({"lse", DType::F32, {batch, a.q_heads, sq}});
+        if (spec.row_stats == RowStats::All)
+            for (const char *n : {"entropy", "max_prob"}) in.outputs.push_back({n, DType::F32, {batch, a.q_heads, sq}});
         in.rows = batch * a.q_heads * sq;
         in.row_block = sq;
         in.row_dims = 3;
@@ -179,7 +184,7 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
     case Family::Softmax:
         in.inputs = {{"x", t, {batch, seq}}};
         in.outputs = {{"y", t, {batch, seq}}};
-        if (spec.with_row_stats) in.outputs.push_back({"lse", DType::F32, {batch}});
+        if (spec.row_stats != RowStats::None) in.outputs.push_back({"lse", DType::F32, {batch}});
         break;
     case Family::LogSumExp:
         in.inputs = {{"x", t, {batch, seq}}};

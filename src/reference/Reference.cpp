@@ -24,13 +24,13 @@ HostTensor &find(std::vector<HostTensor> &ts, const std::string &name) {
 }
 
 // Softmax statistics of a row of scores, skipping excluded (-inf) positions.
-struct RowStats {
+struct SoftmaxStats {
     double max = neg_inf, sum = 0;
     bool empty() const { return max == neg_inf; }
 };
 
-RowStats row_stats(const std::vector<double> &s) {
-    RowStats st;
+SoftmaxStats row_stats(const std::vector<double> &s) {
+    SoftmaxStats st;
     for (double x : s) st.max = std::max(st.max, x);
     if (st.empty()) return st;
     for (double x : s)
@@ -64,7 +64,7 @@ void attention_row(const OperatorInstance &in, const std::vector<HostTensor> &in
         if (a.mod == ScoreMod::Alibi) x += slope * double(j - p);
         s[size_t(j)] = x;
     }
-    const RowStats st = row_stats(s);
+    const SoftmaxStats st = row_stats(s);
     double *o = find(outputs, "out").values.data() + row * dv;
     for (int64_t d = 0; d < dv; d++) o[d] = 0;
     double entropy = 0, max_prob = 0;
@@ -77,8 +77,9 @@ void attention_row(const OperatorInstance &in, const std::vector<HostTensor> &in
             max_prob = std::max(max_prob, pr);
         }
     }
-    if (in.spec.with_row_stats) {
+    if (in.spec.row_stats != RowStats::None)
         find(outputs, "lse").values[size_t(row)] = st.empty() ? neg_inf : st.max + std::log(st.sum);
+    if (in.spec.row_stats == RowStats::All) {
         find(outputs, "entropy").values[size_t(row)] = entropy;
         find(outputs, "max_prob").values[size_t(row)] = max_prob;
     }
@@ -143,12 +144,12 @@ void row_op(const OperatorInstance &in, const std::vector<HostTensor> &inputs, s
     const double *x = find(inputs, "x").values.data() + r * C;
     const Family fam = in.spec.family;
     if (fam == Family::Softmax || fam == Family::LogSumExp || fam == Family::CrossEntropy) {
-        const RowStats st = row_stats(std::vector<double>(x, x + C));
+        const SoftmaxStats st = row_stats(std::vector<double>(x, x + C));
         const double lse = st.max + std::log(st.sum);
         if (fam == Family::Softmax) {
             double *y = find(outputs, "y").values.data() + r * C;
             for (int64_t c = 0; c < C; c++) y[c] = std::exp(x[c] - st.max) / st.sum;
-            if (in.spec.with_row_stats) find(outputs, "lse").values[size_t(r)] = lse;
+            if (in.spec.row_stats != RowStats::None) find(outputs, "lse").values[size_t(r)] = lse;
         } else if (fam == Family::LogSumExp) {
             find(outputs, "lse").values[size_t(r)] = lse;
         } else {

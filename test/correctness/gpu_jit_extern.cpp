@@ -129,7 +129,7 @@ void check_mixed_pipeline(bool before, bool after) {
                                    q.dim(2).extent(),
                                    k.dim(2).extent(),
                                    q.dim(0).extent()};
-    algorithms::AttentionFuncs attn = algorithms::attention(a, DType::F16, ai, false);
+    algorithms::AttentionFuncs attn = algorithms::attention(a, DType::F16, ai);
     fuse_reduction({attn.acc, attn.row_sum}, Halide::RVar(attn.kv.x)).rolling_update(64);
     Halide::Func result = attn.out;
     if (after) {

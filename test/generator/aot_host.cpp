@@ -55,7 +55,7 @@ TEST_CASE("aot host: softmax, log-sum-exp and cross-entropy rows") {
 
 TEST_CASE("aot host: softmax with its log-sum-exp (with_lse=true)") {
     OperatorSpec spec = *find_operator("softmax");
-    spec.with_row_stats = true;
+    spec.row_stats = RowStats::Lse;
     for (int64_t cols : {1, 65, 300})
         check_library(instantiate(spec, 5, cols),
                       [](Buffers &i, Buffers &o) { return softmax_lse_host(i[0], o[0], o[1]); });

@@ -13,9 +13,11 @@
 #include "Compare.h"
 #include "core/SplitChunks.h"
 #include "cross_entropy.h"
+#include "cross_entropy_bf16.h"
 #include "cross_entropy_halide_cuda.h"
 #include "decode_gqa.h"
 #include "layernorm.h"
+#include "layernorm_bf16.h"
 #include "layernorm_halide_cuda.h"
 #include "logsumexp.h"
 #include "neptune/reference/Reference.h"
@@ -24,10 +26,12 @@
 #include "performer.h"
 #include "prefill_alibi.h"
 #include "prefill_causal.h"
+#include "prefill_causal_lse.h"
 #include "prefill_prescaled.h"
 #include "prefill_row_stats.h"
 #include "rmsnorm.h"
 #include "softmax.h"
+#include "softmax_bf16.h"
 #include "softmax_halide_cuda.h"
 #include "softmax_lse.h"
 
@@ -113,6 +117,13 @@ TEST_CASE("gpu aot: attention's out and row statistics from one kernel, the stat
     check_on_device(attention_instance("attention_row_stats", 8, 8, 1, 333), call, true, InputStyle::RisingScores);
 }
 
+TEST_CASE("gpu aot: attention's out and log-sum-exp from one kernel") {
+    const LibraryCall call = [](Buffers &i, Buffers &o) { return prefill_causal_lse(i[0], i[1], i[2], o[0], o[1]); };
+    check_on_device(attention_instance("prefill_causal_lse", 4, 2, 2, 1), call, true);
+    check_on_device(attention_instance("prefill_causal_lse", 8, 8, 1, 333), call, true, InputStyle::RisingScores);
+    check_on_device(attention_instance("prefill_causal_lse", 32, 32, 1, 2048), call, true);
+}
+
 TEST_CASE("gpu aot: Neptune's own device memory, wrapped as Halide buffers, goes to the kernels as it is") {
     const OperatorInstance inst = attention_instance("prefill_causal", 4, 4, 1, 77);
     const std::vector<HostTensor> in = make_inputs(inst, 5);
@@ -179,7 +190,7 @@ TEST_CASE("gpu aot: the row-wise families on Neptune's kernels, at every rung of
             instantiate(*find_operator("logsumexp"), rows, cols),
             [](Buffers &i, Buffers &o) { return logsumexp(i[0], o[0]); }, false);
         OperatorSpec with_lse = *find_operator("softmax");
-        with_lse.with_row_stats = true;
+        with_lse.row_stats = RowStats::Lse;
         check_on_device(
             instantiate(with_lse, rows, cols), [](Buffers &i, Buffers &o) { return softmax_lse(i[0], o[0], o[1]); },
             false);
@@ -192,6 +203,26 @@ TEST_CASE("gpu aot: the row-wise families on Neptune's kernels, at every rung of
         check_on_device(
             instantiate(*find_operator("rmsnorm"), rows, cols),
             [](Buffers &i, Buffers &o) { return rmsnorm(i[0], i[1], o[0]); }, false);
+    }
+}
+
+TEST_CASE("gpu aot: row-wise libraries in bf16 (their own ladders: 16-byte vectors of 8 bf16)") {
+    auto bf16 = [](const char *op, int64_t rows, int64_t cols) {
+        OperatorSpec s = *find_operator(op);
+        s.dtype = DType::BF16;
+        return instantiate(s, rows, cols);
+    };
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {7, 1}, {1000, 1000}, {7, 4096}, {3, 40000}, {2, 131072}, {1, 300001}}) {
+        INFO(rows << "x" << cols);
+        check_on_device(
+            bf16("softmax", rows, cols), [](Buffers &i, Buffers &o) { return softmax_bf16(i[0], o[0]); }, false);
+        check_on_device(
+            bf16("cross_entropy", rows, cols),
+            [](Buffers &i, Buffers &o) { return cross_entropy_bf16(i[0], i[1], o[0]); }, false);
+        check_on_device(
+            bf16("layernorm", rows, cols),
+            [](Buffers &i, Buffers &o) { return layernorm_bf16(i[0], i[1], i[2], o[0]); }, false);
     }
 }
 

@@ -292,7 +292,7 @@ TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input
                                    q.dim(2).extent(),
                                    k.dim(2).extent(),
                                    q.dim(0).extent()};
-    algorithms::AttentionFuncs a = algorithms::attention(spec.attention, DType::F16, in, false);
+    algorithms::AttentionFuncs a = algorithms::attention(spec.attention, DType::F16, in);
     fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
     ExternOptions o;
     o.head_dim_qk = 128;
@@ -306,12 +306,12 @@ TEST_CASE("extern stage: a Func scheduled on its own feeds the group as an input
     shifted(d, i, h, bv) = q(d, i, (h + 1) % q.dim(2).extent(), bv);
     shifted.compute_root();
     in.q = shifted;
-    algorithms::AttentionFuncs a2 = algorithms::attention(spec.attention, DType::F16, in, false);
+    algorithms::AttentionFuncs a2 = algorithms::attention(spec.attention, DType::F16, in);
     fuse_reduction({a2.acc, a2.row_sum}, Halide::RVar(a2.kv.x)).rolling_update(64);
     CHECK_THROWS_WITH_AS(compile_gpu({a2.out}, o),
                          doctest::Contains("reads q.extent.1, an extent of q, a buffer the group does not read"),
                          CompileError);
-    algorithms::AttentionFuncs a3 = algorithms::attention(spec.attention, DType::F16, in, false);
+    algorithms::AttentionFuncs a3 = algorithms::attention(spec.attention, DType::F16, in);
     fuse_reduction({a3.acc, a3.row_sum}, Halide::RVar(a3.kv.x)).rolling_update(64);
     o.extents = {{"q_heads", q.dim(2).extent()}, {"seq_q", q.dim(1).extent()}};
     CHECK(descriptor(compile_gpu({a3.out}, o))["buffers"][0]["name"].get<std::string>().rfind("shifted", 0) == 0);
@@ -362,8 +362,7 @@ TEST_CASE("extern stage: Halide CUDA stages before and after the stage compile i
                                    q.dim(2).extent(),
                                    k.dim(2).extent(),
                                    q.dim(0).extent()};
-    algorithms::AttentionFuncs a =
-        algorithms::attention(find_operator("prefill_causal")->attention, DType::F16, in, false);
+    algorithms::AttentionFuncs a = algorithms::attention(find_operator("prefill_causal")->attention, DType::F16, in);
     fuse_reduction({a.acc, a.row_sum}, Halide::RVar(a.kv.x)).rolling_update(64);
     Halide::Func doubled("doubled");
     doubled(d, i, h, bv) = a.out(d, i, h, bv) * float16_t(2.0f);

@@ -14,11 +14,20 @@ OperatorInstance at(const std::string &name, int64_t b, int64_t s) { return inst
 
 TEST_CASE("operators: the suite holds the ten attention operators of docs/design/operators.md and the row-wise ones") {
     for (const char *n :
-         {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap", "prefill_windowed",
-          "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap", "attention_row_stats", "softmax",
-          "logsumexp", "cross_entropy", "layernorm", "layernorm_matmul", "rmsnorm", "rmsnorm_matmul", "performer"})
+         {"prefill_global",      "prefill_causal",     "prefill_alibi", "prefill_gqa",    "prefill_softcap",
+          "prefill_windowed",    "decode_causal",      "decode_alibi",  "decode_gqa",     "decode_softcap",
+          "attention_row_stats", "prefill_causal_lse", "softmax",       "logsumexp",      "cross_entropy",
+          "layernorm",           "layernorm_matmul",   "rmsnorm",       "rmsnorm_matmul", "performer"})
         CHECK_MESSAGE(find_operator(n).has_value(), n);
     CHECK_FALSE(find_operator("prefill_nothing").has_value());
+}
+
+TEST_CASE("operators: prefill_causal_lse returns out and an f32 log-sum-exp per query row, nothing more") {
+    const OperatorInstance l = at("prefill_causal_lse", 2, 100);
+    REQUIRE(l.outputs.size() == 2);
+    CHECK(l.outputs[1].name == "lse");
+    CHECK(l.outputs[1].dtype == DType::F32);
+    CHECK(l.outputs[1].shape == std::vector<int64_t>{2, 32, 100});
 }
 
 TEST_CASE("operators: attention tensors follow [B, H, S, D] with GQA heads and decode's single row") {

@@ -58,7 +58,7 @@ TEST_CASE("reference: causal row 0 and a window of 1 each see exactly one key, a
             CHECK(out[0].values[size_t(row * 3 + e)] == tensor(x, "v").values[size_t(row * 3 + e)]);
 
     causal.attention.seq_q = 7;  // rows 0 and 1 sit at positions -2 and -1: nothing visible
-    causal.with_row_stats = true;
+    causal.row_stats = RowStats::All;
     const OperatorInstance ci = instantiate(causal, 1, 5);
     std::vector<HostTensor> cx = make_inputs(ci, 3);
     out = reference::compute(ci, cx);
@@ -71,7 +71,7 @@ TEST_CASE("reference: causal row 0 and a window of 1 each see exactly one key, a
 
 TEST_CASE("reference: equal scores give entropy ln n, largest probability 1/n and lse m + ln n") {
     OperatorSpec s = small_attention(Mask::None, 2, 2);
-    s.with_row_stats = true;
+    s.row_stats = RowStats::All;
     const OperatorInstance in = instantiate(s, 1, 4);
     std::vector<HostTensor> x = make_inputs(in, 4);
     for (double &k : tensor(x, "k").values) k = 1.0;  // every key the same: equal scores

@@ -53,11 +53,13 @@ struct AttentionInputs {
 struct AttentionFuncs {
     Halide::RDom kv;  // the shared reduction over keys
     Halide::Func qk, score, row_max, prob, row_sum, acc, out;
-    Halide::Func ent_num, max_prob_acc, lse, entropy, max_prob;  // defined only with row statistics
+    Halide::Func lse;  // defined with RowStats::Lse or All
+    Halide::Func ent_num, max_prob_acc, entropy, max_prob;  // defined with RowStats::All
 };
 
 /** `out_dtype` is the type of `out` (the input type, or f32). */
-AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in, bool row_stats);
+AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const AttentionInputs &in,
+                         RowStats row_stats = RowStats::None);
 
 /** An operator of the suite built from ImageParams: inputs and outputs in the
  * order of OperatorInstance, and every named stage. */
