@@ -1,5 +1,7 @@
 #include "suite/LowerOperator.h"
 
+#include <cstdint>
+
 #include "core/SplitChunks.h"
 #include "lower/Lower.h"
 #include "neptune/Error.h"
@@ -16,6 +18,12 @@ OperatorLowering lower_row_operator(const OperatorInstance &inst, const Lowering
     lo.arch = c.arch;
     lo.dtype = spec.dtype;
     const TensorDesc &x = inst.input("x");
+    // The row kernels address x and y with 32-bit element offsets (as Halide's buffers without
+    // large_buffers do), so a larger x would be read at wrapped offsets.
+    if (x.numel() > int64_t(INT32_MAX))
+        throw CompileError(spec.name + ": x has " + std::to_string(x.numel()) +
+                           " elements; Neptune's row kernels address at most 2^31 - 1: split the rows into "
+                           "calls of fewer elements");
     lo.row_cols = x.shape.back();
     lo.rows = x.numel() / x.shape.back();
     if (const int t = c.row_threads) {

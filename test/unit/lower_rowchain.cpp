@@ -150,6 +150,15 @@ TEST_CASE("row chains: kernel shapes by row length") {
     CHECK(l.ints.at("cols") == 4096);
 }
 
+TEST_CASE("row chains: an x past 2^31 - 1 elements is refused by name, one below it lowers") {
+    // 32768 x 65536 = 2^31: the last rows' offsets would wrap in 32 bits.
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(*find_operator("softmax"), 32768, 65536)),
+                         doctest::Contains("softmax: x has 2147483648 elements; Neptune's row kernels address at most "
+                                           "2^31 - 1"),
+                         CompileError);
+    CHECK_NOTHROW(internal::lower_operator(instantiate(*find_operator("rmsnorm"), 32767, 65536)));
+}
+
 TEST_CASE("row chains: refusals name the Func and the construct") {
     Halide::ImageParam x(Halide::Float(16), 3, "x");
     Var c("c"), m("m"), b("b");
