@@ -298,6 +298,7 @@ std::string cublas_library() { return cublas().path; }
 std::unique_ptr<NativeImpl> make_cublas_unfused(const OperatorInstance &inst, size_t workspace_bytes) {
     const OperatorSpec &spec = inst.spec;
     if (spec.family != Family::Attention) throw Unsupported("attention operators only");
+    if (spec.attention.page_size > 0) throw Unsupported("dense K and V only (the Python baselines read a paged cache)");
     if (spec.row_stats != RowStats::None) throw Unsupported("computes the attention output only, not row statistics");
     if (spec.dtype != DType::F16 && spec.dtype != DType::BF16) throw Unsupported("f16 and bf16 inputs only");
     if (inst.output("out").dtype != spec.dtype) throw Unsupported("outputs in the input type only");

@@ -272,6 +272,7 @@ std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, co
 std::unique_ptr<NativeImpl> make_halide_unfused(const OperatorInstance &inst, int64_t max_call_scores) {
     const OperatorSpec &s = inst.spec;
     if (s.family != Family::Attention) throw Unsupported("attention operators only");
+    if (s.attention.page_size > 0) throw Unsupported("dense K and V only (the Python baselines read a paged cache)");
     if (s.row_stats != RowStats::None) throw Unsupported("computes the attention output only, not row statistics");
     const Library *lib = library_for("halide_unfused", s.name);
     if (!lib) throw Unsupported("no unfused library for " + s.name);

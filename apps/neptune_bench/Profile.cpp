@@ -142,14 +142,15 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
                        {"q_heads", at.q_heads},
                        {"kv_heads", at.kv_heads},
                        {"seq_q", inst.input("q").shape[2]},
-                       {"seq_kv", inst.input("k").shape[2]},
+                       {"seq_kv", attention_keys(inst)},
                        {"head_dim", at.head_dim_qk},
                        {"mask", mask_name(at.mask)},
                        {"window", at.window},
                        {"mod", score_mod_name(at.mod)},
                        {"softcap", at.softcap},
                        {"scale", at.score_scale()},
-                       {"decode", at.decode}};
+                       {"decode", at.decode},
+                       {"page_size", at.page_size}};
     std::ofstream(dir + "/meta.json") << meta.dump(1);
 }
 

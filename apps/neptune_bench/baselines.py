@@ -234,9 +234,29 @@ def load_case(torch, a):
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise InputError(f"{a.inputs}/meta.json: {e!r}")
     rd = lambda name, dt, shape, base=a.inputs: read_raw(torch, os.path.join(base, name), dt, shape)
-    c = {"meta": m, "q": rd("q.bin", torch.float16, (B, hq, sq, d)), "k": rd("k.bin", torch.float16, (B, hkv, skv, d)),
-         "v": rd("v.bin", torch.float16, (B, hkv, skv, d)), "neptune": None, "ref": None,
+    c = {"meta": m, "q": rd("q.bin", torch.float16, (B, hq, sq, d)), "neptune": None, "ref": None, "lens": None,
          "slopes": rd("slopes.bin", torch.float32, (hq,)) if m["mod"] == "alibi" else None}
+    P = int(m.get("page_size") or 0)
+    m["page_size"] = P
+    if P:
+        # A paged cache: the baselines run on its dense copy at the padded shape [B, hkv, pages * P, d]
+        # (gathered here, outside the timing), with each sequence's length as a mask.
+        if skv % P:
+            raise InputError(f"meta.json: seq_kv {skv} is not a whole number of {P}-key pages")
+        pt = rd("page_table.bin", torch.int32, (B, skv // P)).long()
+        pages = int(pt.max().item()) + 1
+        for name in ("k", "v"):
+            path = os.path.join(a.inputs, f"{name}_cache.bin")
+            n = os.path.getsize(path) // (2 * hkv * P * d) if os.path.isfile(path) else 0
+            if n < pages:
+                raise InputError(f"{path}: fewer than the {pages} pages the table names")
+            cache = rd(f"{name}_cache.bin", torch.float16, (n, hkv, P, d))
+            c[name] = cache[pt].permute(0, 2, 1, 3, 4).reshape(B, hkv, skv, d).contiguous()
+        c["lens"] = rd("seq_lens.bin", torch.int32, (B,)).long()
+        m["held"] = int(c["lens"].sum().item())
+    else:
+        c["k"] = rd("k.bin", torch.float16, (B, hkv, skv, d))
+        c["v"] = rd("v.bin", torch.float16, (B, hkv, skv, d))
     if a.outputs:
         c["neptune"] = rd("neptune_out.bin", torch.float16, (B, hq, sq, d), a.outputs)
         with open(os.path.join(a.outputs, "reference_rows.json")) as f:
@@ -259,8 +279,9 @@ def work(m):
         b += R * 4 if op == "cross_entropy" else 0
         b += R * 4 if op in ("logsumexp", "cross_entropy") else R * C * outb
         return "TB/s", float(b)
-    if m["decode"]:
-        return "TB/s", 2.0 * m["B"] * m["hkv"] * m["skv"] * m["d"] * 2
+    if m["decode"]:  # K and V once; a paged cache's keys are those the sequences hold
+        keys = m["held"] if m.get("page_size") else m["B"] * m["skv"]
+        return "TB/s", 2.0 * keys * m["hkv"] * m["d"] * 2
     if m["mask"] == "window":
         return "TFLOP/s", 2.0 * m["B"] * m["hq"] * m["sq"] * min(m["skv"], m["W"]) * m["d"]
     return "TFLOP/s", 4.0 * m["B"] * m["hq"] * m["sq"] * m["skv"] * m["d"] * (0.5 if m["mask"] == "causal" else 1)
@@ -297,6 +318,8 @@ def sdpa_impl(torch, c, name):
     kw = {"is_causal": causal, "scale": m["scale"]}
     if m["hq"] != m["hkv"]:
         kw["enable_gqa"] = True
+    if c["lens"] is not None:  # each sequence's keys, as a boolean mask [B, 1, 1, Skv]
+        kw["attn_mask"] = (torch.arange(m["skv"], device="cuda")[None, :] < c["lens"][:, None])[:, None, None, :]
     q, k, v = c["q"], c["k"], c["v"]
 
     def run():
@@ -327,8 +350,16 @@ def flex_impl(torch, c):
         keep = ki <= qi + off
         return keep & (ki > qi + off - W) if mask == "window" else keep
 
+    lens = c["lens"]
+
+    def length_mod(b, h, qi, ki):  # a paged cache's sequences: keys below each one's length
+        return ki < lens[b]
+
     needed = (mask == "causal" and m["sq"] > 1) or (mask == "window" and (m["sq"] > 1 or m["skv"] > W))
-    bm = create_block_mask(mask_mod, None, None, m["sq"], m["skv"], device="cuda") if needed else None
+    if lens is not None:
+        bm = create_block_mask(length_mod, m["B"], None, m["sq"], m["skv"], device="cuda")
+    else:
+        bm = create_block_mask(mask_mod, None, None, m["sq"], m["skv"], device="cuda") if needed else None
     fn = torch.compile(flex_attention, dynamic=False)
     kw = {"score_mod": score_mod if m["mod"] != "none" else None, "block_mask": bm, "scale": m["scale"]}
     if m["hq"] != m["hkv"]:

@@ -51,8 +51,17 @@ struct AttentionSpec {
     int64_t seq_q = 0;  // query rows when not decode; 0 = as many as keys. With more rows
         // than keys the first rows sit before position 0: fully masked when causal
     std::optional<double> scale;  // default 1 / sqrt(head_dim_qk)
+    /** A paged KV cache (decode): K and V live in pages of `page_size` keys, k_cache and v_cache
+     * [pages, kv_heads, page_size, head_dim]; sequence b's key j is in page page_table[b, j / page_size]
+     * at row j % page_size, and sequence b holds seq_lens[b] keys (its query sits at position
+     * seq_lens[b] - 1). 0: dense k and v [batch, kv_heads, seq, head_dim]. */
+    int page_size = 0;
     double score_scale() const;
 };
+
+/** The keys sequence b of a paged operator holds, of at most `seq` (the benchmark's lengths: full,
+ * just short of full, about half, and a few, repeating; at least 1). */
+int64_t paged_seq_len(int64_t b, int64_t seq);
 
 /** One operator of the suite. For attention families the benchmark shape
  * B,S is (batch, sequence); for row-wise families it is (rows, columns);
@@ -104,6 +113,10 @@ struct OperatorInstance {
 
 /** The instance of `spec` at (batch, seq); throws std::invalid_argument with a message for bad extents. */
 OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t seq);
+
+/** The most keys one sequence of an attention instance holds: k's rows, or for a paged cache the
+ * page table's width in keys. */
+int64_t attention_keys(const OperatorInstance &inst);
 
 /** Cost by the conventions of docs/design/operators.md (counting work): attention FLOPs 4*B*Hq*Sq*Skv*D (halved for
  * causal prefill; windowed 2*B*Hq*S*min(S,W)*D); bytes are the compulsory traffic (decode: K and V only). */

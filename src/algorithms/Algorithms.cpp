@@ -51,7 +51,8 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
     f.qk(j, i, h, b) += f32(in.q(rd, i, h, b)) * f32(in.k(rd, j, hk, b));
 
     // Score modifiers and masks see the scaled score (docs/design/operators.md, conventions).
-    const Expr pos = in.seq_kv - in.seq_q + i;  // bottom-right aligned query position
+    const Expr held = in.seq_lens.defined() ? in.seq_lens(b) : in.seq_kv;  // the sequence's keys
+    const Expr pos = held - in.seq_q + i;  // bottom-right aligned query position
     Expr s = f.qk(j, i, h, b) * float(spec.score_scale());
     if (spec.mod == ScoreMod::Softcap) {
         const float cap = float(spec.softcap);
@@ -60,10 +61,11 @@ AttentionFuncs attention(const AttentionSpec &spec, DType out_dtype, const Atten
         s = s + in.slopes(h) * f32(j - pos);
     }
     Expr visible = Expr(true);
+    if (spec.mask == Mask::None && in.seq_lens.defined()) visible = j < held;
     if (spec.mask == Mask::Causal) visible = j <= pos;
     if (spec.mask == Mask::Window) visible = j <= pos && j > pos - spec.window;
     f.score = Func("score");
-    f.score(j, i, h, b) = spec.mask == Mask::None ? s : select(visible, s, neg_inf());
+    f.score(j, i, h, b) = Halide::Internal::is_const_one(visible) ? s : select(visible, s, neg_inf());
 
     f.kv = RDom(0, in.seq_kv, "kv");
     const Expr kv = f.kv.x;
@@ -125,6 +127,22 @@ void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, co
     if (spec.attention.mod == ScoreMod::Alibi) { in.slopes = inputs[3]; }
     in.seq_q = extent(0, 1);
     in.seq_kv = extent(1, 1);
+    if (spec.attention.page_size > 0) {
+        // Key j of sequence b: row j % P of page page_table(j / P, b), as the caches are laid out
+        // ([pages, kv_heads, P, head_dim]); the most keys a sequence holds is the table's width in pages.
+        const Func k_cache = inputs[1], v_cache = inputs[2], page_table = inputs[3];
+        // The table's entries are promised in range (bounds inference cannot see data); a page index
+        // out of range is the caller's error, as in every paged-attention library.
+        const Expr page = extent(1, 1), pages = extent(1, 3);
+        Var d("d"), j("j"), hkv("hkv"), b("b");
+        const Expr in_page = j % page, page_of = Halide::unsafe_promise_clamped(page_table(j / page, b), 0, pages - 1);
+        in.k = Func("k");
+        in.k(d, j, hkv, b) = k_cache(d, in_page, hkv, page_of);
+        in.v = Func("v");
+        in.v(d, j, hkv, b) = v_cache(d, in_page, hkv, page_of);
+        in.seq_lens = inputs[4];
+        in.seq_kv = extent(3, 0) * page;
+    }
     in.q_heads = extent(0, 2);
     in.kv_heads = extent(1, 2);
     in.head_dim_qk = extent(0, 0);

@@ -7,9 +7,9 @@ namespace neptune {
 std::vector<RowRun> choose_rows(const OperatorInstance &inst, double work_budget) {
     const double per_row = std::max(1.0, operator_flops(inst) / double(inst.rows));
     const double per_row_ref =  // the reference also does the work a fused kernel skips (masked keys)
-        inst.spec.family == Family::Attention ? 2.0 * double(inst.input("k").shape[2]) *
-                                                    (inst.spec.attention.head_dim_qk + inst.spec.attention.head_dim_v)
-                                              : per_row;
+        inst.spec.family == Family::Attention
+            ? 2.0 * double(attention_keys(inst)) * (inst.spec.attention.head_dim_qk + inst.spec.attention.head_dim_v)
+            : per_row;
     const int64_t budget_rows = std::max<int64_t>(16, int64_t(work_budget / per_row_ref));
     const int64_t blocks = inst.rows / inst.row_block;
     if (budget_rows >= inst.rows) {

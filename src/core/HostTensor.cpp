@@ -1,5 +1,6 @@
 #include "neptune/HostTensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -142,6 +143,17 @@ std::vector<HostTensor> make_inputs(const OperatorInstance &inst, uint64_t seed,
                 const double label = std::floor(r.uniform() * classes);
                 return i % 8 == 5 ? double(kIgnoreIndex) : label;
             });
+        } else if (n == "page_table") {
+            // Pages dealt out in a shuffled order, as a cache allocator hands them out over time: no
+            // sequence's pages are contiguous or in order.
+            std::vector<int64_t> pages(size_t(t.desc.numel()));
+            for (size_t i = 0; i < pages.size(); i++) pages[i] = int64_t(i);
+            BlockRandom r(seed, id, 0);
+            for (size_t i = pages.size(); i > 1; i--)
+                std::swap(pages[i - 1], pages[std::min(i - 1, size_t(r.uniform() * double(i)))]);
+            for (size_t i = 0; i < pages.size(); i++) t.values[i] = double(pages[i]);
+        } else if (n == "seq_lens") {
+            for (int64_t b = 0; b < d.shape[0]; b++) t.values[size_t(b)] = double(paged_seq_len(b, inst.seq));
         } else if (n == "gamma") {
             fill_random(t, seed, id, [](BlockRandom &r, int64_t) { return 1.0 + 0.1 * r.normal(); });
         } else if (n == "beta") {

@@ -1,5 +1,6 @@
 #include "neptune/Operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -34,6 +35,11 @@ const char *score_mod_name(ScoreMod m) {
 }
 
 int dtype_bytes(DType t) { return (t == DType::F16 || t == DType::BF16) ? 2 : 4; }
+
+int64_t paged_seq_len(int64_t b, int64_t seq) {
+    const int64_t lens[4] = {seq, seq - 29, seq / 2 + 7, 5};
+    return std::max<int64_t>(1, std::min(seq, lens[b % 4]));
+}
 
 double AttentionSpec::score_scale() const { return scale ? *scale : 1.0 / std::sqrt(double(head_dim_qk)); }
 
@@ -86,6 +92,12 @@ std::vector<OperatorSpec> make_suite() {
         attention_op("decode_softcap", "decode attention, 32/16 heads, softcap 50", 32, 16, Mask::Causal,
                      ScoreMod::Softcap, true),
     };
+    OperatorSpec paged =
+        attention_op("decode_paged",
+                     "decode attention, 32/8 heads, paged KV cache (64-key pages), per-sequence lengths (Llama-3 8B)",
+                     32, 8, Mask::Causal, ScoreMod::None, true);
+    paged.attention.page_size = 64;
+    ops.push_back(paged);
     OperatorSpec stats =
         attention_op("attention_row_stats",
                      "causal attention that also returns log-sum-exp, entropy and largest probability per row", 32, 32,
@@ -158,9 +170,19 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
         require(a.mask != Mask::Window || a.window > 0, spec.name + ": the window must be positive");
         require(a.seq_q >= 0, spec.name + ": seq_q must not be negative");
         const int64_t sq = a.decode ? 1 : (a.seq_q > 0 ? a.seq_q : seq);
-        in.inputs = {{"q", t, {batch, a.q_heads, sq, a.head_dim_qk}},
-                     {"k", t, {batch, a.kv_heads, seq, a.head_dim_qk}},
-                     {"v", t, {batch, a.kv_heads, seq, a.head_dim_v}}};
+        require(a.page_size >= 0 && (a.page_size == 0 || a.decode), spec.name + ": a paged KV cache is for decode");
+        if (a.page_size > 0) {
+            const int64_t max_pages = (seq + a.page_size - 1) / a.page_size;
+            in.inputs = {{"q", t, {batch, a.q_heads, 1, a.head_dim_qk}},
+                         {"k_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_qk}},
+                         {"v_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_v}},
+                         {"page_table", DType::I32, {batch, max_pages}},
+                         {"seq_lens", DType::I32, {batch}}};
+        } else {
+            in.inputs = {{"q", t, {batch, a.q_heads, sq, a.head_dim_qk}},
+                         {"k", t, {batch, a.kv_heads, seq, a.head_dim_qk}},
+                         {"v", t, {batch, a.kv_heads, seq, a.head_dim_v}}};
+        }
         if (a.mod == ScoreMod::Alibi) in.inputs.push_back({"slopes", DType::F32, {a.q_heads}});
         in.outputs = {{"out", t, {batch, a.q_heads, sq, a.head_dim_v}}};
         if (spec.row_stats != RowStats::None) in.outputs.push_back({"lse", DType::F32, {batch, a.q_heads, sq}});
@@ -241,6 +263,11 @@ bool memory_bound(const OperatorSpec &spec) {
     }
 }
 
+int64_t attention_keys(const OperatorInstance &in) {
+    const int page = in.spec.attention.page_size;
+    return page > 0 ? in.input("page_table").shape[1] * page : in.input("k").shape[2];
+}
+
 double operator_flops(const OperatorInstance &in) {
     const AttentionSpec &a = in.spec.attention;
     const double B = double(in.batch), S = double(in.seq);
@@ -248,6 +275,11 @@ double operator_flops(const OperatorInstance &in) {
     case Family::Attention: {
         const double sq = double(in.input("q").shape[2]);
         const double d = a.head_dim_qk;  // docs/design/operators.md counts one D for both GEMMs
+        if (a.page_size > 0) {  // the keys the sequences hold
+            double keys = 0;
+            for (int64_t b = 0; b < in.batch; b++) keys += double(paged_seq_len(b, in.seq));
+            return 4.0 * a.q_heads * keys * d;
+        }
         if (a.mask == Mask::Window && !a.decode) return 2.0 * B * a.q_heads * S * std::min<double>(S, a.window) * d;
         double f = 4.0 * B * a.q_heads * sq * S * d;
         return (a.mask != Mask::None && !a.decode) ? f / 2 : f;
@@ -260,7 +292,13 @@ double operator_flops(const OperatorInstance &in) {
 }
 
 double operator_bytes(const OperatorInstance &in) {
-    if (in.spec.family == Family::Attention && in.spec.attention.decode) {
+    const AttentionSpec &a = in.spec.attention;
+    if (in.spec.family == Family::Attention && a.page_size > 0) {  // the keys the sequences hold
+        double keys = 0;
+        for (int64_t b = 0; b < in.batch; b++) keys += double(paged_seq_len(b, in.seq));
+        return keys * a.kv_heads * (a.head_dim_qk + a.head_dim_v) * dtype_bytes(in.spec.dtype);
+    }
+    if (in.spec.family == Family::Attention && a.decode) {
         return double(in.input("k").numel() * dtype_bytes(in.input("k").dtype) +
                       in.input("v").numel() * dtype_bytes(in.input("v").dtype));
     }

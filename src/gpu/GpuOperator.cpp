@@ -182,7 +182,7 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
             opt.chunks
                 ? opt.chunks
                 : internal::split_k_chunks(
-                      inst.batch * a.kv_heads, inst.input("k").shape[2], partial.values.at("k_s").rows, info.sm_count,
+                      inst.batch * a.kv_heads, attention_keys(inst), partial.values.at("k_s").rows, info.sm_count,
                       internal::resident_blocks(partial.shared_bytes, info.max_shared_per_block_optin));
         internal::set_split_k_params(m.ints, chunks);
     };

@@ -209,23 +209,47 @@ private:
     }
 
     // An input buffer used as a Func is a wrapper Func (q_im(d, i, h, b) = q(d, i, h, b)): read the buffer.
+    // A pure Func that only reads buffers (a gather: a paged cache's k(d, j, hkv, b) reads k_cache
+    // through the page table) is inlined, so its reads are the buffers'. Promises of bounds are for
+    // Halide's bounds inference and go.
     static Expr unwrap_inputs(const Expr &e) {
         class Unwrap : public HI::IRMutator {
         public:
             using HI::IRMutator::visit;
             Expr visit(const HI::Call *op) override {
                 if (op->call_type == HI::Call::Halide && op->func.defined()) {
-                    if (const HI::Call *in = wrapped_buffer(HI::Function(op->func))) {
-                        std::vector<Expr> args;
-                        for (const Expr &a : op->args) args.push_back(mutate(a));
+                    const HI::Function f(op->func);
+                    std::vector<Expr> args;
+                    for (const Expr &a : op->args) args.push_back(mutate(a));
+                    if (const HI::Call *in = wrapped_buffer(f))
                         return HI::Call::make(in->type, in->name, args, HI::Call::Image, in->func, 0, in->image,
                                               in->param);
-                    }
+                    if (const Expr g = gather(f, args); g.defined()) return g;
                 }
                 return HI::IRMutator::visit(op);
             }
+
+        private:
+            Expr gather(const HI::Function &f, const std::vector<Expr> &args) {
+                if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) return Expr();
+                const Expr body = mutate(HI::substitute_in_all_lets(f.values()[0]));
+                class ReadsFuncs : public HI::IRGraphVisitor {
+                public:
+                    bool found = false;
+                    using HI::IRGraphVisitor::visit;
+                    void visit(const HI::Call *c) override {
+                        found = found || c->call_type == HI::Call::Halide;
+                        HI::IRGraphVisitor::visit(c);
+                    }
+                } reads;
+                body.accept(&reads);
+                if (reads.found) return Expr();
+                std::map<std::string, Expr> m;
+                for (size_t a = 0; a < args.size(); a++) m[f.args()[a]] = args[a];
+                return HI::substitute(m, body);
+            }
         } u;
-        return u.mutate(e);
+        return HI::remove_promises(u.mutate(e));
     }
 
     // The dot product inside the score: qk(kv, i, h, b) = sum_d q(d, i, h, b) * k(d, kv, hk, b).
@@ -260,12 +284,42 @@ private:
             fail("the dot " + find.name + " must multiply two input buffers");
         q_ = cq->name;
         k_ = ck->name;
-        const Expr kvarg = ck->args[1], qi = cq->args[1];
-        if (!HI::equal(kvarg, int_var("kv")) || !HI::equal(qi, int_var("i")) || !HI::equal(cq->args[2], int_var("h")) ||
-            !HI::equal(ck->args[3], int_var("b")) || !HI::equal(cq->args[3], int_var("b")))
-            fail("the dot must read q(d, i, h, b) and k(d, kv, hkv(h), b)");
+        if (cq->args.size() != 4 || !HI::equal(cq->args[1], int_var("i")) || !HI::equal(cq->args[2], int_var("h")) ||
+            !HI::equal(cq->args[3], int_var("b")) || !kv_read(ck))
+            fail(
+                "the dot must read q(d, i, h, b) and k(d, kv, hkv(h), b), or a paged cache "
+                "k(d, kv % P, hkv(h), page_table(kv / P, b)) with P its extent in dimension 1");
         hk_ = ck->args[2];
     }
+
+    // Whether `c` reads K or V at key kv of batch b: densely, c(x, kv, hkv, b), or through a page table,
+    // c(x, kv % P, hkv, page_table(kv / P, b)), P the cache's rows per page (its extent in dimension 1,
+    // or K's). K and V are both paged or neither, through one table.
+    bool kv_read(const HI::Call *c) {
+        if (c->args.size() != 4) return false;
+        bool paged = true;
+        if (HI::equal(c->args[1], int_var("kv")) && HI::equal(c->args[3], int_var("b"))) {
+            paged = false;
+        } else {
+            const HI::Mod *m = c->args[1].as<HI::Mod>();
+            const HI::Variable *page = m ? m->b.as<HI::Variable>() : nullptr;
+            const HI::Call *table = strip_casts(c->args[3]).as<HI::Call>();
+            if (!page || !HI::equal(m->a, int_var("kv")) ||
+                (page->name != c->name + ".extent.1" && page->name != k_ + ".extent.1"))
+                return false;
+            if (!table || table->call_type != HI::Call::Image || table->args.size() != 2 ||
+                !HI::equal(table->args[0], int_var("kv") / m->b) || !HI::equal(table->args[1], int_var("b")))
+                return false;
+            if (!table->type.is_int() || table->type.bits() != 32)
+                fail("the page table " + table->name + " must be int32");
+            if (page_table_.defined() && table_name() != table->name) fail("K and V are read through two page tables");
+            page_table_ = strip_casts(c->args[3]);
+        }
+        if (c->name != k_ && paged != page_table_.defined()) fail("K and V must both be paged, or neither");
+        return true;
+    }
+
+    const std::string &table_name() const { return page_table_.as<HI::Call>()->name; }
 
     Expr replace_score(const Expr &e) const {
         class Rep : public HI::IRMutator {
@@ -292,8 +346,8 @@ private:
         for (int side = 0; side < 2; side++) {
             const Expr x = side ? m->a : m->b, other = side ? m->b : m->a;
             const HI::Call *c = strip_casts(x).as<HI::Call>();
-            if (c && c->call_type == HI::Call::Image && HI::equal(c->args[0], int_var("e")) &&
-                HI::equal(c->args[1], int_var("kv")) && !HI::expr_uses_var(other, "e")) {
+            if (c && c->call_type == HI::Call::Image && HI::equal(c->args[0], int_var("e")) && kv_read(c) &&
+                !HI::expr_uses_var(other, "e")) {
                 if (!v_.empty() && v_ != c->name) fail("two different V inputs");
                 v_ = c->name;
                 if (!HI::equal(c->args[2], hk_)) fail("V's head index must be K's");
@@ -350,9 +404,16 @@ private:
         for (const TensorParam &t : extra_inputs()) k.tensors.push_back(t);
         k.int_params = {"batch", "q_heads", "kv_heads", "seq_q", "seq_kv"};
         // q, k and v through their strides, so loads can also address them by (batch, head, row): TMA's view.
-        add_view(k, q_, "q_heads", "seq_q", opt_.head_dim_qk);
-        add_view(k, k_, "kv_heads", "seq_kv", opt_.head_dim_qk);
-        add_view(k, v_, "kv_heads", "seq_kv", opt_.head_dim_v);
+        // A paged cache's view is [pages, kv_heads, page_size, cols]: a tile is addressed by (page, head, row).
+        add_view(k, q_, "batch", "q_heads", "seq_q", opt_.head_dim_qk);
+        const bool paged = page_table_.defined();
+        const std::string kv_batch = paged ? "pages" : "batch", kv_rows = paged ? "page_size" : "seq_kv";
+        add_view(k, k_, kv_batch, "kv_heads", kv_rows, opt_.head_dim_qk);
+        add_view(k, v_, kv_batch, "kv_heads", kv_rows, opt_.head_dim_v);
+        if (paged) {
+            for (const char *n : {"page_size", "pages", "max_pages"}) k.int_params.push_back(n);
+            k.tensors.push_back({table_name(), DType::I32, false, "", {"max_pages", "batch"}});
+        }
         add_output_views(k);
         return k;
     }
@@ -361,9 +422,9 @@ private:
     static Expr stride_of(const std::string &tensor, int d) { return int_var(stride_param(tensor, d)) * kStrideUnit; }
 
     // `tensor` as [batch, heads, rows, cols] through its strides, which become int parameters of `k`.
-    static void add_view(Kernel &k, const std::string &tensor, const std::string &heads, const std::string &rows,
-                         int cols) {
-        k.views[tensor] = {int_var("batch"),     int_var(heads),       int_var(rows),       Expr(cols),
+    static void add_view(Kernel &k, const std::string &tensor, const std::string &batch, const std::string &heads,
+                         const std::string &rows, int cols) {
+        k.views[tensor] = {int_var(batch),       int_var(heads),       int_var(rows),       Expr(cols),
                            stride_of(tensor, 1), stride_of(tensor, 2), stride_of(tensor, 3)};
         for (int d = 1; d <= 3; d++) k.int_params.push_back(stride_param(tensor, d));
     }
@@ -371,7 +432,7 @@ private:
     // The tile outputs ([batch, q_heads, seq_q, head_dim_v]) are written through their strides too.
     void add_output_views(Kernel &k) const {
         for (const OutputInfo &o : outs_)
-            if (o.tile) add_view(k, o.tensor, "q_heads", "seq_q", opt_.head_dim_v);
+            if (o.tile) add_view(k, o.tensor, "batch", "q_heads", "seq_q", opt_.head_dim_v);
     }
 
     // 1-D inputs read inside maps: ALiBi's slopes, a per-head temperature, the keys each batch
@@ -444,8 +505,11 @@ private:
             }
         };
         bind(q_, {Expr(opt_.head_dim_qk), int_var("seq_q"), int_var("q_heads"), int_var("batch")});
-        bind(k_, {Expr(opt_.head_dim_qk), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
-        bind(v_, {Expr(opt_.head_dim_v), int_var("seq_kv"), int_var("kv_heads"), int_var("batch")});
+        const Expr kv_rows = int_var(page_table_.defined() ? "page_size" : "seq_kv");
+        const Expr kv_batch = int_var(page_table_.defined() ? "pages" : "batch");
+        bind(k_, {Expr(opt_.head_dim_qk), kv_rows, int_var("kv_heads"), kv_batch});
+        bind(v_, {Expr(opt_.head_dim_v), kv_rows, int_var("kv_heads"), kv_batch});
+        if (page_table_.defined()) bind(table_name(), {int_var("max_pages"), int_var("batch")});
         for (const TensorParam &t : extra_inputs()) bind(t.name, {int_var(t.extent)});
         return m;
     }
@@ -472,9 +536,7 @@ private:
     // The loop body for KV tile j: scores, mask, then every stage's update, in chain order.
     Block tile_step(Kernel &k, const std::map<std::string, Expr> &rows) {
         Block b;
-        b.push_back(make_view_load("k_s", k_, bind(int_var("b"), rows), bind(hk_, rows), int_var("j") * bn(),
-                                   bind(kv_base(k_), rows), stride_of(k_, 1), int_var("seq_kv") - int_var("j") * bn(),
-                                   Expr(opt_.head_dim_qk)));
+        b.push_back(kv_tile_load("k_s", k_, opt_.head_dim_qk, rows));
         b.push_back(make_fill("s", 0.0f));
         b.push_back(with_role(make_dot("s", "q_a", "k_s", true), Role::ScoreDot));
         std::map<std::string, Expr> cols = rows;
@@ -555,11 +617,7 @@ private:
                     b.push_back(make_convert(pa, term_tile));
                 }
                 if (!loaded_v) {
-                    b.push_back(
-                        with_role(make_view_load("v_s", v_, bind(int_var("b"), rows), bind(hk_, rows),
-                                                 int_var("j") * bn(), bind(kv_base(v_), rows), stride_of(v_, 1),
-                                                 int_var("seq_kv") - int_var("j") * bn(), Expr(opt_.head_dim_v)),
-                                  Role::ValueLoad));
+                    b.push_back(with_role(kv_tile_load("v_s", v_, opt_.head_dim_v, rows), Role::ValueLoad));
                     loaded_v = true;
                 }
                 b.push_back(with_role(make_dot(si.name, pa, "v_s", false), Role::ValueDot));
@@ -581,9 +639,21 @@ private:
         return b;
     }
 
-    // Element offset of KV tile j of K or V, over canonical (h, b) and loop variable j.
-    Expr kv_base(const std::string &t) const {
-        return int_var("b") * stride_of(t, 3) + hk_ * stride_of(t, 2) + int_var("j") * bn() * stride_of(t, 1);
+    // KV tile j of K or V (`t`) into `dst`: keys j * bn .. of the (b, hkv) slice. Paged, the tile is rows
+    // (j * bn) % page_size .. of page page_table(j * bn / page_size, b): a tile never spans two pages, as
+    // the page size is a multiple of the tile's keys (the caller's rule: LowerOperator, the launcher).
+    Stmt kv_tile_load(const std::string &dst, const std::string &t, int cols,
+                      const std::map<std::string, Expr> &rows) const {
+        const Expr key0 = int_var("j") * bn(), b = bind(int_var("b"), rows), hk = bind(hk_, rows);
+        Expr batch = b, row = key0;
+        if (page_table_.defined()) {
+            const HI::Call *pt = page_table_.as<HI::Call>();
+            const Expr slot = key0 / int_var("page_size") + b * int_var("max_pages");
+            batch = HI::Call::make(pt->type, pt->name, {slot}, HI::Call::Image, pt->func, 0, pt->image, pt->param);
+            row = key0 % int_var("page_size");
+        }
+        const Expr base = batch * stride_of(t, 3) + hk * stride_of(t, 2) + row * stride_of(t, 1);
+        return make_view_load(dst, t, batch, hk, row, base, stride_of(t, 1), int_var("seq_kv") - key0, Expr(cols));
     }
 
     void init_states(Kernel &k, Block &b) const {
@@ -869,6 +939,7 @@ private:
     std::set<std::string> used_names_ = {"s", "q_s", "q_a", "k_s", "v_s"};
     std::map<std::string, std::string> stage_names_;  // the plan's stage names -> readable, unique
     std::string score_func_, q_, k_, v_;
+    Expr page_table_;  // a paged cache's table read, page_table(kv / P, b); undefined when dense
     Expr hk_, modifier_, visible_;
     std::vector<StageInfo> stages_;
     std::vector<OutputInfo> outs_;

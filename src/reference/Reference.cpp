@@ -41,14 +41,22 @@ SoftmaxStats row_stats(const std::vector<double> &s) {
 void attention_row(const OperatorInstance &in, const std::vector<HostTensor> &inputs, std::vector<HostTensor> &outputs,
                    int64_t row) {
     const AttentionSpec &a = in.spec.attention;
-    const TensorDesc &qd = in.input("q"), &kd = in.input("k");
-    const int64_t sq = qd.shape[2], skv = kd.shape[2], dqk = a.head_dim_qk, dv = a.head_dim_v;
+    const bool paged = a.page_size > 0;
+    const int64_t sq = in.input("q").shape[2], dqk = a.head_dim_qk, dv = a.head_dim_v;
     const int64_t i = row % sq, h = (row / sq) % a.q_heads, b = row / (sq * a.q_heads);
     const int64_t hk = h / (a.q_heads / a.kv_heads);
+    // The keys of sequence b, and where key j's row of K and V starts.
+    const int64_t skv = paged ? int64_t(find(inputs, "seq_lens").values[size_t(b)]) : in.input("k").shape[2];
+    auto key_row = [&](int64_t j, int64_t dim) {
+        if (!paged) return ((b * a.kv_heads + hk) * skv + j) * dim;
+        const int64_t max_pages = in.input("page_table").shape[1];
+        const int64_t page = int64_t(find(inputs, "page_table").values[size_t(b * max_pages + j / a.page_size)]);
+        return ((page * a.kv_heads + hk) * a.page_size + j % a.page_size) * dim;
+    };
     const int64_t p = skv - sq + i;  // bottom-right aligned query position
     const double *q = find(inputs, "q").values.data() + ((b * a.q_heads + h) * sq + i) * dqk;
-    const double *k = find(inputs, "k").values.data() + (b * a.kv_heads + hk) * skv * dqk;
-    const double *v = find(inputs, "v").values.data() + (b * a.kv_heads + hk) * skv * dv;
+    const double *k_all = find(inputs, paged ? "k_cache" : "k").values.data();
+    const double *v_all = find(inputs, paged ? "v_cache" : "v").values.data();
     const double slope = a.mod == ScoreMod::Alibi ? find(inputs, "slopes").values[size_t(h)] : 0.0;
 
     std::vector<double> s(size_t(skv), neg_inf);
@@ -58,7 +66,8 @@ void attention_row(const OperatorInstance &in, const std::vector<HostTensor> &in
         if (a.mask == Mask::Window) visible = j <= p && j > p - a.window;
         if (!visible) continue;
         double dot = 0;
-        for (int64_t d = 0; d < dqk; d++) dot += q[d] * k[j * dqk + d];
+        const double *k = k_all + key_row(j, dqk);
+        for (int64_t d = 0; d < dqk; d++) dot += q[d] * k[d];
         double x = dot * a.score_scale();
         if (a.mod == ScoreMod::Softcap) x = a.softcap * std::tanh(x / a.softcap);
         if (a.mod == ScoreMod::Alibi) x += slope * double(j - p);
@@ -72,7 +81,8 @@ void attention_row(const OperatorInstance &in, const std::vector<HostTensor> &in
         for (int64_t j = 0; j < skv; j++) {
             if (s[size_t(j)] == neg_inf) continue;
             const double pr = std::exp(s[size_t(j)] - st.max) / st.sum;
-            for (int64_t d = 0; d < dv; d++) o[d] += pr * v[j * dv + d];
+            const double *v = v_all + key_row(j, dv);
+            for (int64_t d = 0; d < dv; d++) o[d] += pr * v[d];
             entropy -= pr * (s[size_t(j)] - st.max - std::log(st.sum));
             max_prob = std::max(max_prob, pr);
         }

@@ -97,6 +97,19 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (a.head_dim_qk % 8 || a.head_dim_v % 8)
         throw CompileError(spec.name + ": head dims must be multiples of 8 (16-byte copies)");
 
+    if (a.page_size > 0) {
+        // A KV tile lies in one page (BuildTileProgram.cpp): the tile's keys divide the page's.
+        if (a.page_size % 16)
+            throw CompileError(spec.name + ": pages of " + std::to_string(a.page_size) +
+                               " keys; the paged kernels need a multiple of 16");
+        if (a.page_size % lo.block_n) {
+            if (c.block_n)
+                throw CompileError(spec.name + ": KV tiles of " + std::to_string(lo.block_n) +
+                                   " keys do not divide pages of " + std::to_string(a.page_size) +
+                                   "; pass --block-n 16 or a divisor of the page size");
+            lo.block_n = 16;
+        }
+    }
     algorithms::OperatorFuncs funcs = algorithms::build(spec);
     algorithms::FusionChoice choice;
     choice.tile = lo.block_n;
@@ -105,7 +118,13 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
                 {"q_heads", a.q_heads},
                 {"kv_heads", a.kv_heads},
                 {"seq_q", inst.input("q").shape[2]},
-                {"seq_kv", inst.input("k").shape[2]}};
+                {"seq_kv", attention_keys(inst)}};
+    if (a.page_size > 0) {
+        const TensorDesc &cache = inst.input("k_cache");
+        out.ints["page_size"] = a.page_size;
+        out.ints["pages"] = cache.shape[0];
+        out.ints["max_pages"] = inst.input("page_table").shape[1];
+    }
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
         choice.chunks = c.chunks;

@@ -625,3 +625,24 @@ TEST_CASE(
         CHECK(to_string(same) == to_string(q));
     }
 }
+
+TEST_CASE("lower: a paged cache's tiles lie in one page; other page sizes are refused by name") {
+    OperatorSpec spec = *find_operator("decode_paged");
+    auto keys_per_tile = [](const tir::Program &p) { return p.kernels.at(0).values.at("k_s").rows; };
+    spec.attention.page_size = 16;  // smaller than decode's 32-key tiles: tiles of 16
+    CHECK(keys_per_tile(lower(spec)) == 16);
+    spec.attention.page_size = 128;
+    CHECK(keys_per_tile(lower(spec)) == 32);
+    // K's tile is addressed through the page table, its row within the page.
+    const std::string listing = tir::to_string(lower(spec));
+    CHECK(listing.find("page_table(") != std::string::npos);
+    CHECK(listing.find("% page_size") != std::string::npos);
+    spec.attention.page_size = 24;
+    CHECK_THROWS_WITH_AS(lower(spec), doctest::Contains("pages of 24 keys; the paged kernels need a multiple of 16"),
+                         CompileError);
+    spec.attention.page_size = 64;
+    internal::LoweringChoices c;
+    c.block_n = 48;
+    CHECK_THROWS_WITH_AS(internal::lower_operator(instantiate(spec, 1, 256), c),
+                         doctest::Contains("KV tiles of 48 keys do not divide pages of 64"), CompileError);
+}

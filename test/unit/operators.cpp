@@ -2,8 +2,10 @@
 // parsing.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "neptune/HostTensor.h"
 #include "neptune/Operators.h"
 
 using namespace neptune;
@@ -28,6 +30,39 @@ TEST_CASE("operators: prefill_causal_lse returns out and an f32 log-sum-exp per 
     CHECK(l.outputs[1].name == "lse");
     CHECK(l.outputs[1].dtype == DType::F32);
     CHECK(l.outputs[1].shape == std::vector<int64_t>{2, 32, 100});
+}
+
+TEST_CASE("operators: decode_paged reads a paged cache through a page table, with a length per sequence") {
+    const OperatorInstance p = at("decode_paged", 5, 130);  // 3 pages of 64 keys per sequence
+    CHECK(p.input("q").shape == std::vector<int64_t>{5, 32, 1, 128});
+    CHECK(p.input("k_cache").shape == std::vector<int64_t>{15, 8, 64, 128});
+    CHECK(p.input("v_cache").shape == std::vector<int64_t>{15, 8, 64, 128});
+    CHECK(p.input("page_table").shape == std::vector<int64_t>{5, 3});
+    CHECK(p.input("seq_lens").dtype == DType::I32);
+    CHECK(attention_keys(p) == 192);
+    // Lengths: full, 29 short, about half, 5, then again; at least 1.
+    CHECK(paged_seq_len(0, 130) == 130);
+    CHECK(paged_seq_len(1, 130) == 101);
+    CHECK(paged_seq_len(2, 130) == 72);
+    CHECK(paged_seq_len(3, 130) == 5);
+    CHECK(paged_seq_len(4, 130) == 130);
+    CHECK(paged_seq_len(1, 20) == 1);
+    // Bytes: K and V of the keys held (130 + 101 + 72 + 5 + 130), 8 heads of 128 f16 each.
+    CHECK(operator_bytes(p) == doctest::Approx(438.0 * 8 * 256 * 2));
+    // The inputs: each page once in the table, lengths as above.
+    const std::vector<HostTensor> in = make_inputs(p, 3);
+    std::vector<double> pages = in[3].values;
+    std::sort(pages.begin(), pages.end());
+    for (size_t i = 0; i < pages.size(); i++) CHECK(pages[i] == double(i));
+    CHECK(in[3].values != std::vector<double>(pages));  // shuffled: no sequence's pages in order
+    CHECK(in[4].values == std::vector<double>{130, 101, 72, 5, 130});
+    CHECK_THROWS_WITH_AS(
+        [] {
+            OperatorSpec s = *find_operator("decode_paged");
+            s.attention.decode = false;
+            instantiate(s, 1, 64);
+        }(),
+        doctest::Contains("a paged KV cache is for decode"), std::invalid_argument);
 }
 
 TEST_CASE("operators: attention tensors follow [B, H, S, D] with GQA heads and decode's single row") {

@@ -34,8 +34,12 @@ Halide::Expr safe_max(const Halide::Expr &row_max);
 struct AttentionInputs {
     Halide::Func q, k, v;  // q(d, i, h, b), k(d, j, hkv, b), v(e, j, hkv, b)
     Halide::Func slopes;  // slopes(h), f32; only read with ScoreMod::Alibi
-    Halide::Expr seq_q, seq_kv;  // query rows and keys
+    Halide::Expr seq_q, seq_kv;  // query rows and keys (with seq_lens: the most a sequence holds)
     Halide::Expr q_heads, kv_heads, head_dim_qk;
+    /** seq_lens(b), int32: the keys sequence b holds, where sequences of one batch differ in length
+     * (undefined: every sequence holds seq_kv). Its query rows end at position seq_lens(b) - 1, and
+     * keys from seq_lens(b) on are masked. */
+    Halide::Func seq_lens = Halide::Func();
 };
 
 /** The stages of attention, named as in the printed IR:
