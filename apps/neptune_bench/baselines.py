@@ -254,6 +254,10 @@ def load_case(torch, a):
             c[name] = cache[pt].permute(0, 2, 1, 3, 4).reshape(B, hkv, skv, d).contiguous()
         c["lens"] = rd("seq_lens.bin", torch.int32, (B,)).long()
         m["held"] = int(c["lens"].sum().item())
+        # (query, key) pairs visible, as operator_flops counts them: row i of a sequence holding L keys
+        # sees keys up to position L - sq + i.
+        m["pairs"] = sum(L * sq if m["mask"] == "none" else sum(min(max(L - sq + i + 1, 0), L) for i in range(sq))
+                         for L in c["lens"].tolist())
     else:
         c["k"] = rd("k.bin", torch.float16, (B, hkv, skv, d))
         c["v"] = rd("v.bin", torch.float16, (B, hkv, skv, d))
@@ -282,6 +286,8 @@ def work(m):
     if m["decode"]:  # K and V once; a paged cache's keys are those the sequences hold
         keys = m["held"] if m.get("page_size") else m["B"] * m["skv"]
         return "TB/s", 2.0 * keys * m["hkv"] * m["d"] * 2
+    if m.get("page_size"):
+        return "TFLOP/s", 4.0 * m["hq"] * m["pairs"] * m["d"]
     if m["mask"] == "window":
         return "TFLOP/s", 2.0 * m["B"] * m["hq"] * m["sq"] * min(m["skv"], m["W"]) * m["d"]
     return "TFLOP/s", 4.0 * m["B"] * m["hq"] * m["sq"] * m["skv"] * m["d"] * (0.5 if m["mask"] == "causal" else 1)
@@ -304,13 +310,25 @@ def attend_rows(torch, q, k, v, pos, slope, m, dt):
     return torch.where(l > 0, (p @ v.to(dt)) / l.clamp_min(1e-300), torch.zeros((), dtype=dt, device=q.device))
 
 
+def visible_keys(c, qi, ki, b=None):
+    """Whether query row qi sees key ki in a paged cache's sequence b (all sequences, broadcast over a
+    leading batch axis, when b is None): keys below the sequence's length, and with the causal mask
+    those up to the row's position, the rows being the sequence's last positions."""
+    m, lens = c["meta"], c["lens"] if b is None else c["lens"][b]
+    if b is None:
+        lens = lens[:, None, None]
+    if m["mask"] == "none":
+        return ki < lens
+    return ki <= qi + lens - m["sq"]
+
+
 def sdpa_impl(torch, c, name):
     """A callable pinned to one SDPA backend, or a string saying why there is none."""
     from torch.nn.attention import sdpa_kernel, SDPBackend
     m = c["meta"]
     if m["mod"] != "none" or m["mask"] == "window":
         return "SDPA has no softcap/ALiBi/window without a materialised bias"
-    causal = m["mask"] == "causal" and m["sq"] > 1  # with Sq = 1 the query is the last position: vacuous
+    causal = m["mask"] == "causal" and m["sq"] > 1 and c["lens"] is None  # Sq = 1: the last position, vacuous
     if causal and m["sq"] != m["skv"]:
         return "SDPA's is_causal is top-left aligned and Sq != Skv"
     backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -318,8 +336,9 @@ def sdpa_impl(torch, c, name):
     kw = {"is_causal": causal, "scale": m["scale"]}
     if m["hq"] != m["hkv"]:
         kw["enable_gqa"] = True
-    if c["lens"] is not None:  # each sequence's keys, as a boolean mask [B, 1, 1, Skv]
-        kw["attn_mask"] = (torch.arange(m["skv"], device="cuda")[None, :] < c["lens"][:, None])[:, None, None, :]
+    if c["lens"] is not None:  # each sequence's visible keys, as a boolean mask [B, 1, Sq, Skv]
+        ki, qi = torch.arange(m["skv"], device="cuda"), torch.arange(m["sq"], device="cuda")
+        kw["attn_mask"] = visible_keys(c, qi[None, :, None], ki[None, None, :])[:, None]
     q, k, v = c["q"], c["k"], c["v"]
 
     def run():
@@ -350,13 +369,11 @@ def flex_impl(torch, c):
         keep = ki <= qi + off
         return keep & (ki > qi + off - W) if mask == "window" else keep
 
-    lens = c["lens"]
-
-    def length_mod(b, h, qi, ki):  # a paged cache's sequences: keys below each one's length
-        return ki < lens[b]
+    def length_mod(b, h, qi, ki):  # a paged cache's sequences
+        return visible_keys(c, qi, ki, b)
 
     needed = (mask == "causal" and m["sq"] > 1) or (mask == "window" and (m["sq"] > 1 or m["skv"] > W))
-    if lens is not None:
+    if c["lens"] is not None:
         bm = create_block_mask(length_mod, m["B"], None, m["sq"], m["skv"], device="cuda")
     else:
         bm = create_block_mask(mask_mod, None, None, m["sq"], m["skv"], device="cuda") if needed else None

@@ -51,10 +51,10 @@ struct AttentionSpec {
     int64_t seq_q = 0;  // query rows when not decode; 0 = as many as keys. With more rows
         // than keys the first rows sit before position 0: fully masked when causal
     std::optional<double> scale;  // default 1 / sqrt(head_dim_qk)
-    /** A paged KV cache (decode): K and V live in pages of `page_size` keys, k_cache and v_cache
+    /** A paged KV cache: K and V live in pages of `page_size` keys, k_cache and v_cache
      * [pages, kv_heads, page_size, head_dim]; sequence b's key j is in page page_table[b, j / page_size]
-     * at row j % page_size, and sequence b holds seq_lens[b] keys (its query sits at position
-     * seq_lens[b] - 1). 0: dense k and v [batch, kv_heads, seq, head_dim]. */
+     * at row j % page_size, and sequence b holds seq_lens[b] keys, its query rows the last positions
+     * (row i at seq_lens[b] - seq_q + i). 0: dense k and v [batch, kv_heads, seq, head_dim]. */
     int page_size = 0;
     double score_scale() const;
 };

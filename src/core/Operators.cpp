@@ -98,6 +98,13 @@ std::vector<OperatorSpec> make_suite() {
                      32, 8, Mask::Causal, ScoreMod::None, true);
     paged.attention.page_size = 64;
     ops.push_back(paged);
+    OperatorSpec chunk = attention_op("prefill_paged",
+                                      "chunked prefill, 32/8 heads, causal: 512 new queries per sequence at the end of "
+                                      "its paged KV cache (64-key pages), per-sequence lengths",
+                                      32, 8, Mask::Causal, ScoreMod::None, false);
+    chunk.attention.page_size = 64;
+    chunk.attention.seq_q = 512;
+    ops.push_back(chunk);
     OperatorSpec stats =
         attention_op("attention_row_stats",
                      "causal attention that also returns log-sum-exp, entropy and largest probability per row", 32, 32,
@@ -170,10 +177,10 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
         require(a.mask != Mask::Window || a.window > 0, spec.name + ": the window must be positive");
         require(a.seq_q >= 0, spec.name + ": seq_q must not be negative");
         const int64_t sq = a.decode ? 1 : (a.seq_q > 0 ? a.seq_q : seq);
-        require(a.page_size >= 0 && (a.page_size == 0 || a.decode), spec.name + ": a paged KV cache is for decode");
+        require(a.page_size >= 0, spec.name + ": the page size must not be negative");
         if (a.page_size > 0) {
             const int64_t max_pages = (seq + a.page_size - 1) / a.page_size;
-            in.inputs = {{"q", t, {batch, a.q_heads, 1, a.head_dim_qk}},
+            in.inputs = {{"q", t, {batch, a.q_heads, sq, a.head_dim_qk}},
                          {"k_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_qk}},
                          {"v_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_v}},
                          {"page_table", DType::I32, {batch, max_pages}},
@@ -275,10 +282,14 @@ double operator_flops(const OperatorInstance &in) {
     case Family::Attention: {
         const double sq = double(in.input("q").shape[2]);
         const double d = a.head_dim_qk;  // docs/design/operators.md counts one D for both GEMMs
-        if (a.page_size > 0) {  // the keys the sequences hold
-            double keys = 0;
-            for (int64_t b = 0; b < in.batch; b++) keys += double(paged_seq_len(b, in.seq));
-            return 4.0 * a.q_heads * keys * d;
+        if (a.page_size > 0) {  // the (query, key) pairs visible in the keys each sequence holds
+            double pairs = 0;
+            for (int64_t b = 0; b < in.batch; b++) {
+                const int64_t held = paged_seq_len(b, in.seq), q = int64_t(sq);
+                for (int64_t i = 0; i < q; i++)
+                    pairs += double(a.mask == Mask::None ? held : std::clamp<int64_t>(held - q + i + 1, 0, held));
+            }
+            return 4.0 * a.q_heads * pairs * d;
         }
         if (a.mask == Mask::Window && !a.decode) return 2.0 * B * a.q_heads * S * std::min<double>(S, a.window) * d;
         double f = 4.0 * B * a.q_heads * sq * S * d;

@@ -67,6 +67,12 @@ std::vector<LowerOptions> decode_variants(const LowerOptions &base, const Extern
     return out;
 }
 
+/** Whether the program reads K and V from a paged cache (its kernels take the page size). */
+bool reads_pages(const tir::Program &p) {
+    const std::vector<std::string> &ints = p.kernels.at(0).int_params;
+    return std::find(ints.begin(), ints.end(), "page_size") != ints.end();
+}
+
 std::string join(const std::vector<std::string> &v) {
     std::string s;
     for (const std::string &x : v) s += (s.empty() ? "" : ",") + x;
@@ -129,10 +135,17 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         if (decode && group > 16 * base.warps)
             fail(std::to_string(group) + " query heads per KV head need " + std::to_string((group + 15) / 16) +
                  " warps");
+        // A paged cache's page size is a run-time value: the tiles stay at 64 keys or fewer, so pages of
+        // 64 (or any multiple of the tile) serve (a constraint below checks the call's).
+        if (opt.family_tile && base.block_n > 64 && reads_pages(lower_to_tiles(plan, iso.outputs, base)))
+            base.block_n = 64;
         std::vector<LowerOptions> variants = {base};  // the first serves shapes no other fits
         if (decode) variants = decode_variants(base, opt, dqk, dv);
         for (const LowerOptions &lo : variants) {
             tir::Program p = lower_to_tiles(plan, iso.outputs, lo);
+            // A paged cache's tiles lie in one page, so the page size is a multiple of the tile's keys
+            // (a constraint below): one tile for every set keeps the smallest pages servable.
+            if (reads_pages(p) && lo.block_n != base.block_n) continue;
             cap_min_blocks(p, a.lowering);
             ExternStageInfo::KernelSet set;
             set.arch = arch_name(a.arch);
@@ -170,11 +183,14 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
     const tir::Kernel &k0 = p0.kernels.at(0);
     std::set<std::string> workspaces;
     for (const tir::Workspace &w : p0.workspaces) workspaces.insert(w.name);
-    std::vector<std::string> in_names, out_names, extra_extent;
+    std::vector<std::string> in_names, out_names;
+    std::vector<std::vector<std::string>> extra_dims;  // the extents of inputs past q, k and v, innermost first
     for (const tir::TensorParam &t : k0.tensors)
         if (!t.output) {
             in_names.push_back(t.name);
-            extra_extent.push_back(t.extent);
+            extra_dims.push_back(!t.dims.empty()    ? t.dims
+                                 : t.extent.empty() ? std::vector<std::string>{}
+                                                    : std::vector<std::string>{t.extent});
         }
     for (const tir::Kernel &k : p0.kernels)
         for (const tir::TensorParam &t : k.tensors)
@@ -184,8 +200,11 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
     if (in_names.size() < 3 || out_names.size() != iso.outputs.size())
         throw InternalError(where + ": expected q, k, v and the group's outputs among the kernel tensors");
     const std::string D = std::to_string(dqk), DV = std::to_string(dv);
+    // A paged cache is [pages, kv_heads, page_size, head_dim], its table [batch, max_pages].
+    const bool paged = reads_pages(p0);
+    const std::string kv_rows = paged ? "page_size" : "seq_kv", kv_batch = paged ? "pages" : "batch";
     const std::vector<std::vector<std::string>> in_dims = {
-        {D, "seq_q", "q_heads", "batch"}, {D, "seq_kv", "kv_heads", "batch"}, {DV, "seq_kv", "kv_heads", "batch"}};
+        {D, "seq_q", "q_heads", "batch"}, {D, kv_rows, "kv_heads", kv_batch}, {DV, kv_rows, "kv_heads", kv_batch}};
     interop::GroupDescriptor d;
     d.name = stage;
     d.jit = !opt.aot;
@@ -196,9 +215,9 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         if (it == iso.inputs.end())
             throw InternalError(where + ": the kernels read " + in_names[i] + ", which the group does not");
         const GroupInput &in = it->second;
-        if (i >= 3 && extra_extent[i].empty())
+        if (i >= 3 && extra_dims[i].empty())
             throw InternalError(where + ": the kernels read " + in_names[i] + " without its extent");
-        const std::vector<std::string> dims = i < 3 ? in_dims[i] : std::vector<std::string>{extra_extent[i]};
+        const std::vector<std::string> dims = i < 3 ? in_dims[i] : extra_dims[i];
         if (in.dimensions != int(dims.size()))
             fail(in.name + " has " + std::to_string(in.dimensions) + " dimensions; the kernels read it as " +
                  std::to_string(dims.size()));
@@ -207,6 +226,11 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         if (in.extents)
             for (size_t k = 0; k < dims.size(); k++)
                 if (!std::isdigit(static_cast<unsigned char>(dims[k][0]))) extent_of.emplace(dims[k], (*in.extents)[k]);
+    }
+    if (paged) {  // the keys a sequence may hold: the table's width in pages
+        if (!extent_of.count("max_pages") || !extent_of.count("page_size"))
+            fail("the page table and the caches must be input buffers (their extents size the kernels)");
+        extent_of.emplace("seq_kv", extent_of.at("max_pages") * extent_of.at("page_size"));
     }
     const auto dims_of = [&](const Halide::Func &o) {
         if (o.dimensions() == 4) return std::vector<std::string>{DV, "seq_q", "q_heads", "batch"};
@@ -285,6 +309,13 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
             d.constraints.push_back(
                 {"(== q_heads (* " + std::to_string(opt.group) + " kv_heads))",
                  "the kernels were compiled for " + std::to_string(opt.group) + " query heads per KV head"});
+    }
+    if (paged) {
+        const std::string keys = std::to_string(k0.values.at("k_s").rows);
+        d.constraints.push_back(
+            {"(== (% page_size " + keys + ") 0)", "the paged kernels read KV tiles of " + keys +
+                                                      " keys from one page, so the page size must be a multiple of " +
+                                                      keys + " (compile with a tile of 16 keys for pages of 16)"});
     }
     if (decode) {
         const int rows = k0.rows();

@@ -107,7 +107,10 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
                 throw CompileError(spec.name + ": KV tiles of " + std::to_string(lo.block_n) +
                                    " keys do not divide pages of " + std::to_string(a.page_size) +
                                    "; pass --block-n 16 or a divisor of the page size");
-            lo.block_n = 16;
+            // The largest tile below the default that divides the page.
+            int tile = lo.block_n - lo.block_n % 16;
+            while (a.page_size % tile) tile -= 16;
+            lo.block_n = tile;
         }
     }
     algorithms::OperatorFuncs funcs = algorithms::build(spec);

@@ -258,6 +258,13 @@ TEST_CASE("gpu jit extern: prefill and decode attention through compile_gpu matc
     check_operator(instance("decode_gqa", 32, 4, 2, 1000), 8);
 }
 
+TEST_CASE("gpu jit extern: paged decode and prefill through compile_gpu read each sequence's pages, to fp64") {
+    // Five sequences of 1000, 971, 507, 5 and 1000 keys in 16 shuffled pages of 64 each.
+    check_operator(instance("decode_paged", 32, 8, 5, 1000), 4);
+    check_operator(instance("decode_paged", 16, 2, 3, 64), 8);  // one page per sequence
+    check_operator(instance("prefill_paged", 8, 2, 5, 700), 0);  // 512 queries at the end of each sequence
+}
+
 TEST_CASE("gpu jit extern: attention's out with its log-sum-exp, entropy and largest probability, one kernel") {
     for (int64_t seq : {1, 333}) {
         const OperatorInstance inst = instance("attention_row_stats", 8, 8, 2, seq);

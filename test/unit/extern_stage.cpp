@@ -418,3 +418,32 @@ TEST_CASE("extern stage: attention's out and its row statistics from one kernel,
     }
     CHECK(p.stages()[1].name == "lse");
 }
+
+TEST_CASE("extern stage: a paged cache's stage takes the caches, the page table and the lengths by name") {
+    Built b = compile("decode_paged");
+    const nlohmann::json d = descriptor(b.pipeline);
+    std::map<std::string, nlohmann::json> by_name;
+    for (const nlohmann::json &x : d["buffers"]) by_name[x["name"].get<std::string>()] = x;
+    CHECK(by_name["k_cache"]["dims"] == nlohmann::json({"128", "page_size", "kv_heads", "pages"}));
+    CHECK(by_name["v_cache"]["dims"] == nlohmann::json({"128", "page_size", "kv_heads", "pages"}));
+    CHECK(by_name["page_table"]["dims"] == nlohmann::json({"max_pages", "batch"}));
+    CHECK(by_name["page_table"]["type_code"] == int(halide_type_int));
+    CHECK(by_name["seq_lens"]["dims"] == nlohmann::json({"batch"}));
+    CHECK(has(b.pipeline.cuda_source(), "const int *__restrict__ page_table"));
+    // Every kernel set reads tiles of 32 keys (no 64-key tuning), so pages of 32 keys or more serve.
+    REQUIRE(!d["sets"].empty());
+    for (const nlohmann::json &set : d["sets"]) CHECK(set["tile_keys"] == 32);
+    // Pages of 16 keys under 32-key tiles: refused before any device work, saying what to do.
+    std::vector<Halide::ImageParam> &in = b.funcs.inputs;
+    Buffer<float16_t> q(128, 1, 32, 2), cache(128, 16, 8, 4), out(128, 1, 32, 2);
+    Buffer<int32_t> table(2, 2), lens(2);
+    for (auto *t : {&q, &cache}) t->fill(float16_t(0.5f));
+    table.fill(0);
+    lens.fill(20);
+    in[0].set(q);
+    in[1].set(cache);
+    in[2].set(cache);
+    in[3].set(table);
+    in[4].set(lens);
+    CHECK(has(realize_error(b.pipeline, out), "the page size must be a multiple of 32"));
+}

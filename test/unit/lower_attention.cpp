@@ -637,6 +637,9 @@ TEST_CASE("lower: a paged cache's tiles lie in one page; other page sizes are re
     const std::string listing = tir::to_string(lower(spec));
     CHECK(listing.find("page_table(") != std::string::npos);
     CHECK(listing.find("% page_size") != std::string::npos);
+    // Prefill's wgmma tiles of 192 keys come down to the largest that divides the page.
+    const OperatorSpec chunk = *find_operator("prefill_paged");
+    CHECK(keys_per_tile(lower(chunk, GpuArch::Sm90a)) == 64);
     spec.attention.page_size = 24;
     CHECK_THROWS_WITH_AS(lower(spec), doctest::Contains("pages of 24 keys; the paged kernels need a multiple of 16"),
                          CompileError);

@@ -56,13 +56,18 @@ TEST_CASE("operators: decode_paged reads a paged cache through a page table, wit
     for (size_t i = 0; i < pages.size(); i++) CHECK(pages[i] == double(i));
     CHECK(in[3].values != std::vector<double>(pages));  // shuffled: no sequence's pages in order
     CHECK(in[4].values == std::vector<double>{130, 101, 72, 5, 130});
-    CHECK_THROWS_WITH_AS(
-        [] {
-            OperatorSpec s = *find_operator("decode_paged");
-            s.attention.decode = false;
-            instantiate(s, 1, 64);
-        }(),
-        doctest::Contains("a paged KV cache is for decode"), std::invalid_argument);
+    // Chunked prefill: 512 query rows per sequence, at the end of what it holds.
+    const OperatorInstance c = at("prefill_paged", 2, 1000);
+    CHECK(c.input("q").shape == std::vector<int64_t>{2, 32, 512, 128});
+    CHECK(c.input("k_cache").shape == std::vector<int64_t>{32, 8, 64, 128});
+    // Visible pairs: sequence 0 holds 1000 keys, its rows see 489 + i + 1 keys; sequence 1 holds 971.
+    double pairs = 0;
+    for (int i = 0; i < 512; i++) pairs += (1000 - 512 + i + 1) + (971 - 512 + i + 1);
+    CHECK(operator_flops(c) == doctest::Approx(4.0 * 32 * 128 * pairs));
+    OperatorSpec negative = *find_operator("decode_paged");
+    negative.attention.page_size = -64;
+    CHECK_THROWS_WITH_AS(instantiate(negative, 1, 64), doctest::Contains("the page size must not be negative"),
+                         std::invalid_argument);
 }
 
 TEST_CASE("operators: attention tensors follow [B, H, S, D] with GQA heads and decode's single row") {
