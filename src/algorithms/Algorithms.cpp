@@ -131,11 +131,12 @@ void add_attention(const OperatorSpec &spec, const std::vector<Func> &inputs, co
         // Key j of sequence b: row j % P of page page_table(j / P, b), as the caches are laid out
         // ([pages, kv_heads, P, head_dim]); the most keys a sequence holds is the table's width in pages.
         const Func k_cache = inputs[1], v_cache = inputs[2], page_table = inputs[3];
-        // The table's entries are promised in range (bounds inference cannot see data); a page index
-        // out of range is the caller's error, as in every paged-attention library.
+        // The entries past a sequence's pages may hold anything (serving engines leave them unset):
+        // the clamp keeps the CPU form, which computes every key before masking, inside the cache.
+        // Neptune's kernels read no entry past a sequence's length and drop the clamp.
         const Expr page = extent(1, 1), pages = extent(1, 3);
         Var d("d"), j("j"), hkv("hkv"), b("b");
-        const Expr in_page = j % page, page_of = Halide::unsafe_promise_clamped(page_table(j / page, b), 0, pages - 1);
+        const Expr in_page = j % page, page_of = Halide::clamp(page_table(j / page, b), 0, pages - 1);
         in.k = Func("k");
         in.k(d, j, hkv, b) = k_cache(d, in_page, hkv, page_of);
         in.v = Func("v");

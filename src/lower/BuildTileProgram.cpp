@@ -303,7 +303,8 @@ private:
         } else {
             const HI::Mod *m = c->args[1].as<HI::Mod>();
             const HI::Variable *page = m ? m->b.as<HI::Variable>() : nullptr;
-            const HI::Call *table = strip_casts(c->args[3]).as<HI::Call>();
+            const Expr entry = unclamped(strip_casts(c->args[3]));
+            const HI::Call *table = entry.as<HI::Call>();
             if (!page || !HI::equal(m->a, int_var("kv")) ||
                 (page->name != c->name + ".extent.1" && page->name != k_ + ".extent.1"))
                 return false;
@@ -313,13 +314,22 @@ private:
             if (!table->type.is_int() || table->type.bits() != 32)
                 fail("the page table " + table->name + " must be int32");
             if (page_table_.defined() && table_name() != table->name) fail("K and V are read through two page tables");
-            page_table_ = strip_casts(c->args[3]);
+            page_table_ = entry;
         }
         if (c->name != k_ && paged != page_table_.defined()) fail("K and V must both be paged, or neither");
         return true;
     }
 
     const std::string &table_name() const { return page_table_.as<HI::Call>()->name; }
+
+    // x without a clamp to constants or extents, clamp(x, lo, hi) = max(min(x, hi), lo): an algorithm
+    // clamps page table entries so its CPU form, which reads every key, stays in the cache; the
+    // kernels read only the entries of keys a sequence holds.
+    static Expr unclamped(const Expr &e) {
+        const HI::Max *mx = e.as<HI::Max>();
+        const HI::Min *mn = mx ? mx->a.as<HI::Min>() : nullptr;
+        return mn && !mn->b.as<HI::Call>() && !mx->b.as<HI::Call>() ? mn->a : e;
+    }
 
     Expr replace_score(const Expr &e) const {
         class Rep : public HI::IRMutator {
@@ -545,7 +555,12 @@ private:
         if (!HI::equal(modifier_, fvar("dot")))
             b.push_back(with_role(make_map("s", mod, "score modifier"), Role::ScoreModifier));
         Expr vis = key_of_col() < int_var("seq_kv");
-        if (visible_.defined()) vis = bind(visible_, cols) && vis;
+        // A paged cache's table holds nothing past a sequence's pages, so a query tile's padding rows
+        // (past seq_q, never stored) see what the last real row sees: tile skipping then bounds the
+        // loop by that row's position, not past the sequence's end.
+        std::map<std::string, Expr> seen = cols;
+        if (page_table_.defined()) seen["i"] = Halide::min(bind(int_var("i"), cols), int_var("seq_q") - 1);
+        if (visible_.defined()) vis = bind(visible_, seen) && vis;
         b.push_back(with_role(make_map("s", Halide::select(vis, fvar("s"), neg_inf()), "mask"), Role::Mask));
         bool loaded_v = false;
         std::map<std::string, std::string> tiles_by_term;  // common terms computed once (row_sum's and acc's P)

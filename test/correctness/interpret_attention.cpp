@@ -38,6 +38,7 @@ struct Case {
     int interleave = -1;  // decode: the kernel parameter `interleave` (0 runs of tiles); -1: the rule's
     int cluster = -1;  // decode, sm_90a: 1 a group's chunk blocks merge as a thread block cluster
     std::function<void(tir::Program &)> edit = nullptr;  // a change to the program before it runs
+    std::function<void(std::vector<HostTensor> &)> edit_inputs = nullptr;  // a change to the inputs
     int64_t sm_count = 132;  // the SMs masked prefill deals its blocks over (sections of heads)
     bool bshd = false;  // q, k, v and out as [B, S, H, D] memory with padded heads, read through strides
 };
@@ -104,6 +105,7 @@ void run(const OperatorSpec &op, const Case &c) {
     // On sm_90a prefill takes the wgmma path: a TMA producer warpgroup and two compute warpgroups.
     if (c.arch == GpuArch::Sm90a && !a.decode && c.wgmma != 0) CHECK(l.program.kernels.at(0).producer_warps == 4);
     std::vector<HostTensor> in = make_inputs(inst, 5, InputStyle::RisingScores);
+    if (c.edit_inputs) c.edit_inputs(in);
     std::vector<HostTensor> out = make_outputs(inst);
     for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
     std::vector<HostTensor> ws;
@@ -164,6 +166,29 @@ TEST_CASE("interpret: every attention operator's tile program matches the fp64 r
             run(op, c);
         }
     }
+}
+
+TEST_CASE("interpret: a paged cache's kernels read no table entry past a sequence's pages") {
+    // Serving engines leave the table's unused entries unset: here -1, a page the interpreter cannot
+    // read (an element outside a tensor is an error), so a read of one fails the case.
+    const auto unset_past_length = [](std::vector<HostTensor> &in) {
+        HostTensor &table = in.at(3), &lens = in.at(4);
+        REQUIRE(table.desc.name == "page_table");
+        REQUIRE(lens.desc.name == "seq_lens");
+        const int64_t max_pages = table.desc.shape[1], page = 64;
+        for (int64_t b = 0; b < table.desc.shape[0]; b++)
+            for (int64_t p = (int64_t(lens.values[size_t(b)]) + page - 1) / page; p < max_pages; p++)
+                table.values[size_t(b * max_pages + p)] = -1;
+    };
+    for (const char *name : {"decode_paged", "prefill_paged"})
+        for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+            Case c{4, 300, 64, 64};
+            c.seq_q = std::string(name) == "prefill_paged" ? 40 : 0;
+            c.arch = arch;
+            c.block_n = arch == GpuArch::Sm90a && c.seq_q ? 0 : 32;
+            c.edit_inputs = unset_past_length;
+            run(*find_operator(name), c);
+        }
 }
 
 TEST_CASE("interpret: masked prefill deals every (query tile, head, batch) to one block, whatever the SM count") {
