@@ -227,11 +227,6 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
             for (size_t k = 0; k < dims.size(); k++)
                 if (!std::isdigit(static_cast<unsigned char>(dims[k][0]))) extent_of.emplace(dims[k], (*in.extents)[k]);
     }
-    if (paged) {  // the keys a sequence may hold: the table's width in pages
-        if (!extent_of.count("max_pages") || !extent_of.count("page_size"))
-            fail("the page table and the caches must be input buffers (their extents size the kernels)");
-        extent_of.emplace("seq_kv", extent_of.at("max_pages") * extent_of.at("page_size"));
-    }
     const auto dims_of = [&](const Halide::Func &o) {
         if (o.dimensions() == 4) return std::vector<std::string>{DV, "seq_q", "q_heads", "batch"};
         if (o.dimensions() == 3) return std::vector<std::string>{"seq_q", "q_heads", "batch"};
@@ -325,7 +320,7 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
              "a KV group's query heads are the decode kernels' rows, at most " + std::to_string(rows)});
         d.chunks = opt.chunks < 0 ? plan.chunks : opt.chunks > 0 ? opt.chunks : -1;
         d.split_blocks = "(* batch kv_heads)";
-        d.split_keys = "seq_kv";
+        d.split_keys = paged ? "(* max_pages page_size)" : "seq_kv";  // the most keys a sequence holds
         // The combine writes tile outputs by rows r = b * q_heads + h (one query row each), r head strides in.
         for (const interop::TensorSpec &t : d.buffers)
             if (t.output && t.strided)

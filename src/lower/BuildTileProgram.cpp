@@ -72,10 +72,10 @@ public:
         Program p;
         p.arch = opt_.arch;
         if (plan_.variant == Variant::Rolling) {
-            p.kernels.push_back(rolling_kernel());
+            p.kernels.push_back(keys_from_pages(rolling_kernel()));
         } else {
-            p.kernels.push_back(partial_kernel());
-            p.kernels.push_back(combine_kernel());
+            p.kernels.push_back(keys_from_pages(partial_kernel()));
+            p.kernels.push_back(keys_from_pages(combine_kernel(), false));
             for (const StageInfo &s : stages_) {
                 const Expr n = int_var("chunks") * int_var("batch") * int_var("q_heads");
                 p.workspaces.push_back({"ws_" + s.name, s.tile ? n * Expr(dvp()) : n});
@@ -321,6 +321,18 @@ private:
     }
 
     const std::string &table_name() const { return page_table_.as<HI::Call>()->name; }
+
+    // With a paged cache the keys a sequence may hold are the table's width in pages: seq_kv is a
+    // scalar of the kernel, so every int parameter is an extent of a buffer (the launchers read them
+    // from the call's tensors).
+    // The combine reads no key (`reads_keys` false): it only drops the parameter.
+    Kernel keys_from_pages(Kernel k, bool reads_keys = true) const {
+        if (!page_table_.defined()) return k;
+        std::vector<std::string> &ints = k.int_params;
+        ints.erase(std::remove(ints.begin(), ints.end(), "seq_kv"), ints.end());
+        if (reads_keys) k.scalars.insert(k.scalars.begin(), {"seq_kv", int_var("max_pages") * int_var("page_size")});
+        return k;
+    }
 
     // x without a clamp to constants or extents, clamp(x, lo, hi) = max(min(x, hi), lo): an algorithm
     // clamps page table entries so its CPU form, which reads every key, stays in the cache; the

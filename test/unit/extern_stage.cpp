@@ -430,6 +430,9 @@ TEST_CASE("extern stage: a paged cache's stage takes the caches, the page table 
     CHECK(by_name["page_table"]["type_code"] == int(halide_type_int));
     CHECK(by_name["seq_lens"]["dims"] == nlohmann::json({"batch"}));
     CHECK(has(b.pipeline.cuda_source(), "const int *__restrict__ page_table"));
+    // Every scalar is an extent of a buffer; the keys a sequence may hold come from the table's width.
+    for (const nlohmann::json &n : d["scalars"]) CHECK(n != "seq_kv");
+    CHECK(d["split_keys"] == "(* max_pages page_size)");
     // Every kernel set reads tiles of 32 keys (no 64-key tuning), so pages of 32 keys or more serve.
     REQUIRE(!d["sets"].empty());
     for (const nlohmann::json &set : d["sets"]) CHECK(set["tile_keys"] == 32);
