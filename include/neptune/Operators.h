@@ -56,6 +56,7 @@ struct AttentionSpec {
      * at row j % page_size, and sequence b holds seq_lens[b] keys, its query rows the last positions
      * (row i at seq_lens[b] - seq_q + i). 0: dense k and v [batch, kv_heads, seq, head_dim]. */
     int page_size = 0;
+    int64_t pages = 0;  // a paged cache's pages; 0: max_pages for every sequence, batch * max_pages
     double score_scale() const;
 };
 

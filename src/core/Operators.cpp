@@ -180,9 +180,10 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
         require(a.page_size >= 0, spec.name + ": the page size must not be negative");
         if (a.page_size > 0) {
             const int64_t max_pages = (seq + a.page_size - 1) / a.page_size;
+            const int64_t pages = a.pages > 0 ? a.pages : batch * max_pages;
             in.inputs = {{"q", t, {batch, a.q_heads, sq, a.head_dim_qk}},
-                         {"k_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_qk}},
-                         {"v_cache", t, {batch * max_pages, a.kv_heads, a.page_size, a.head_dim_v}},
+                         {"k_cache", t, {pages, a.kv_heads, a.page_size, a.head_dim_qk}},
+                         {"v_cache", t, {pages, a.kv_heads, a.page_size, a.head_dim_v}},
                          {"page_table", DType::I32, {batch, max_pages}},
                          {"seq_lens", DType::I32, {batch}}};
         } else {

@@ -157,7 +157,8 @@ struct Variant {
 // Extents that stand for the named run-time dimensions in signatures: an instance at these extents
 // has them in its shapes, and each is replaced by its name (no compiled extent equals one of them).
 const std::vector<std::pair<int64_t, std::string>> placeholders = {
-    {1001, "B"}, {1003, "Hq"}, {17, "Hkv"}, {1007, "Sq"}, {1009, "Skv"}, {1013, "D"}, {1019, "Dv"}, {1021, "F"}};
+    {1001, "B"},  {1003, "Hq"}, {17, "Hkv"}, {1007, "Sq"},    {1009, "Skv"},      {1013, "D"},
+    {1019, "Dv"}, {1021, "F"},  {1031, "P"}, {1033, "pages"}, {1039, "max_pages"}};
 
 std::string signature_of(const Variant &v, const OperatorInstance &inst) {
     const bool attention = v.is_attention(), performer = v.spec.family == Family::Performer;
@@ -190,6 +191,11 @@ OperatorInstance placeholder_instance(const Variant &v) {
         s.attention.q_heads = 1003;
         s.attention.kv_heads = 17;  // 1003 = 17 * 59
         s.attention.seq_q = 1007;
+        if (s.attention.page_size > 0) {  // the table's 1039 pages of 1031 keys
+            s.attention.page_size = 1031;
+            s.attention.pages = 1033;
+            return instantiate(s, 1001, int64_t(1031) * 1039);
+        }
         return instantiate(s, 1001, 1009);
     case Family::Performer:
         s.attention.q_heads = s.attention.kv_heads = 1003;
@@ -250,6 +256,24 @@ Variant make_variant(const Library &lib) {
     return v;
 }
 
+/** An operator that only compiles on first use, as listed before its first call. */
+Variant first_use_template(const OperatorSpec &op) {
+    Variant v;
+    v.name = op.name + "_on_first_use";
+    v.device = NEPTUNE_OPS_CUDA;
+    v.spec = op;
+    v.kernels = "neptune, compiled on first use";
+    const OperatorInstance inst = placeholder_instance(v);
+    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
+    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
+    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
+    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
+    v.signature = signature_of(v, inst);
+    return v;
+}
+
+bool is_template(const Variant &v) { return !v.library && v.descriptor.empty(); }
+
 const std::vector<Variant> &variants() {
     static const std::vector<Variant> table = [] {
         halide_set_error_handler(on_halide_error);
@@ -266,6 +290,13 @@ const std::vector<Variant> &variants() {
                 broken.broken = std::string(lib.name) + ": " + e.what();
                 t.push_back(broken);
             }
+        }
+        // Operators with no AOT library that the tile backend lowers: a template each, which names
+        // the tensors and is compiled on first use for the call's (mismatch says so).
+        for (const OperatorSpec &op : operator_suite()) {
+            if (op.family != Family::Attention || op.attention.page_size == 0) continue;
+            if (std::any_of(t.begin(), t.end(), [&](const Variant &v) { return v.spec.name == op.name; })) continue;
+            t.push_back(first_use_template(op));
         }
         return t;
     }();
@@ -429,6 +460,11 @@ OperatorInstance instance_for(const Variant &v, const neptune_ops_tensor *in) {
             s.attention.q_heads = int_extent(who, "q_heads", in[0].shape[1]);
             s.attention.kv_heads = int_extent(who, "kv_heads", in[1].shape[1]);
             if (!s.attention.decode) s.attention.seq_q = in[0].shape[2];
+            if (s.attention.page_size > 0) {  // k_cache [pages, Hkv, P, D], page_table [B, max_pages]
+                s.attention.page_size = int_extent(who, "page size", in[1].shape[2]);
+                s.attention.pages = in[1].shape[0];
+                return instantiate(s, in[0].shape[0], in[3].shape[1] * in[1].shape[2]);
+            }
             return instantiate(s, in[0].shape[0], in[1].shape[2]);
         case Family::Performer:
             s.attention.q_heads = s.attention.kv_heads = int_extent(who, "heads", in[0].shape[1]);
@@ -474,6 +510,7 @@ OperatorInstance check_call(const Variant &v, const neptune_ops_tensor *in, int 
 /** Why variant v does not take these inputs ("" if it does), beyond their shapes. */
 std::string mismatch(const Variant &v, const neptune_ops_tensor *in) {
     if (in[0].device != v.device) return std::string("its tensors are on the ") + device_name(v.device);
+    if (is_template(v)) return "it is compiled for the tensors of a first call";
     if (in[0].dtype != ops_dtype(v.spec.dtype)) return std::string("it takes ") + dtype_name(v.spec.dtype);
     if (v.is_attention()) {
         if (in[0].shape[3] != v.attention().head_dim_qk || in[2].shape[3] != v.attention().head_dim_v)
@@ -709,6 +746,10 @@ int run_first_use(const Variant &v, std::vector<WrappedBuffer> &tensors) {
 void run_variant(int index, const neptune_ops_tensor *in, int n_in, const neptune_ops_tensor *out, int n_out,
                  void *stream) {
     const Variant &v = variant_at(index);
+    if (is_template(v))
+        fail(NEPTUNE_OPS_ERROR_ARGUMENT, v.spec.name + ": " + v.name +
+                                             " lists the operator; neptune_ops_select (or neptune_ops_call) compiles "
+                                             "the variant that runs the tensors");
     const OperatorInstance inst = check_call(v, in, n_in, true);
     check_tensors(v.spec.name, out, n_out, v.output_names, "outputs", true);
     for (size_t i = 0; i < inst.outputs.size(); i++) check_tensor(v, out[i], inst.outputs[i], true);

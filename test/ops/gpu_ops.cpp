@@ -126,6 +126,13 @@ TEST_CASE("gpu ops: variants compiled on first use against the fp64 reference") 
     CHECK(neptune_ops_num_variants() == after);
 }
 
+TEST_CASE("gpu ops: paged attention, compiled on first use, against the fp64 reference") {
+    // Shuffled pages, sequences of different lengths (operators.md, paged KV caches).
+    check_op(at("decode_paged", DType::F16, 128, 32, 8, 5, 1000), "decode_paged_f16_d128_g4", on_gpu(true));
+    check_op(at("decode_paged", DType::BF16, 64, 16, 2, 2, 64), "decode_paged_bf16_d64_g8", on_gpu(true));
+    check_op(at("prefill_paged", DType::F16, 128, 8, 2, 3, 700), "prefill_paged_f16_d128", on_gpu(true));
+}
+
 TEST_CASE("gpu ops: attention on [B, S, H, D] memory through strides, AOT and compiled on first use") {
     // q, k, v and out as a model's projections leave them ([B, S, H, D], here with heads 8 elements
     // apart beyond D: NaN between them shows if read), seen as [B, H, S, D] by their strides.

@@ -58,7 +58,8 @@ TEST_CASE("ops abi: the version, and the ABI this header describes") {
 TEST_CASE(
     "ops abi: every operator of the suite with AOT libraries has a GPU and a host variant, as the suite defines it") {
     const std::vector<neptune_ops_variant> vs = all_variants();
-    CHECK(vs.size() == 2 * (attention_ops.size() + other_ops.size()));
+    // Besides, the paged operators, listed for compiling on first use (below).
+    CHECK(vs.size() == 2 * (attention_ops.size() + other_ops.size()) + 2);
     for (const std::string &op : attention_ops) {
         INFO(op);
         const OperatorSpec spec = *find_operator(op);
@@ -116,7 +117,7 @@ TEST_CASE(
 
     neptune_ops_variant v{};
     check_refusal(neptune_ops_get_variant(-1, &v), NEPTUNE_OPS_ERROR_ARGUMENT,
-                  {"variant index -1 is out of range [0, 32)"});
+                  {"variant index -1 is out of range [0, 34)"});
     check_refusal(neptune_ops_get_variant(int(vs.size()), &v), NEPTUNE_OPS_ERROR_ARGUMENT, {"out of range"});
     check_refusal(neptune_ops_get_variant(0, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT, {"out is NULL"});
 }
@@ -387,4 +388,50 @@ TEST_CASE("ops abi: the last error belongs to the thread that failed") {
     }).join();
     CHECK(other.find("'second'") != std::string::npos);
     CHECK(std::string(neptune_ops_last_error()).find("'first'") != std::string::npos);
+}
+
+TEST_CASE("ops abi: paged attention is listed with its tensors and compiles for a first call's tensors") {
+    const std::vector<neptune_ops_variant> vs = all_variants();
+    for (const char *op : {"decode_paged", "prefill_paged"}) {
+        INFO(op);
+        const neptune_ops_variant *v = variant_of(vs, op, NEPTUNE_OPS_CUDA);
+        REQUIRE(v);
+        CHECK(std::string(v->kernels) == "neptune, compiled on first use");
+        CHECK(std::string(v->inputs) == "q,k_cache,v_cache,page_table,seq_lens");
+        CHECK(std::string(v->outputs) == "out");
+        CHECK(variant_of(vs, op, NEPTUNE_OPS_HOST) == nullptr);
+    }
+    CHECK(std::string(variant_of(vs, "decode_paged", NEPTUNE_OPS_CUDA)->signature) ==
+          "q[B,Hq,1,128] f16, k_cache[pages,Hkv,P,128] f16, v_cache[pages,Hkv,P,128] f16, page_table[B,max_pages] "
+          "i32, seq_lens[B] i32 -> out[B,Hq,1,128] f16");
+    CHECK(std::string(variant_of(vs, "prefill_paged", NEPTUNE_OPS_CUDA)->signature) ==
+          "q[B,Hq,Sq,128] f16, k_cache[pages,Hkv,P,128] f16, v_cache[pages,Hkv,P,128] f16, page_table[B,max_pages] "
+          "i32, seq_lens[B] i32 -> out[B,Hq,Sq,128] f16");
+    // The listing itself runs nothing: it says how to get the variant that does.
+    int listed = -1;
+    for (size_t i = 0; i < vs.size(); i++)
+        if (std::string(vs[i].op) == "decode_paged") listed = int(i);
+    check_refusal(neptune_ops_run(listed, nullptr, 0, nullptr, 0, nullptr), NEPTUNE_OPS_ERROR_ARGUMENT,
+                  {"decode_paged_on_first_use lists the operator", "neptune_ops_select"});
+    // Host tensors: no variant runs on the host.
+    std::vector<uint16_t> q(2 * 8 * 128), cache(3 * 2 * 16 * 128);
+    std::vector<int32_t> table(2 * 2), lens(2, 20);
+    const int64_t qs[4] = {2, 8, 1, 128}, cs[4] = {3, 2, 16, 128}, ts[2] = {2, 2}, ls[1] = {2};
+    auto tensor = [](void *data, int dtype, int ndim, const int64_t *shape) {
+        neptune_ops_tensor t{};
+        t.abi = NEPTUNE_OPS_ABI_VERSION;
+        t.data = data;
+        t.dtype = dtype;
+        t.device = NEPTUNE_OPS_HOST;
+        t.ndim = ndim;
+        for (int d = 0; d < ndim; d++) t.shape[d] = shape[d];
+        return t;
+    };
+    const neptune_ops_tensor in[5] = {
+        tensor(q.data(), NEPTUNE_OPS_F16, 4, qs), tensor(cache.data(), NEPTUNE_OPS_F16, 4, cs),
+        tensor(cache.data(), NEPTUNE_OPS_F16, 4, cs), tensor(table.data(), NEPTUNE_OPS_I32, 2, ts),
+        tensor(lens.data(), NEPTUNE_OPS_I32, 1, ls)};
+    int index = -1;
+    check_refusal(neptune_ops_select("decode_paged", in, 5, &index), NEPTUNE_OPS_ERROR_UNSUPPORTED,
+                  {"decode_paged: no compiled variant takes q [2, 8, 1, 128] f16 on the host", "on the GPU"});
 }

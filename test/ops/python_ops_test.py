@@ -93,7 +93,11 @@ class Table(unittest.TestCase):
             neptune_ops.Library("/nonexistent/libneptune_ops.so")
 
     def test_variants_describe_the_suite(self):
-        self.assertEqual(AOT_VARIANTS, 32)
+        self.assertEqual(AOT_VARIANTS, 34)  # 32 libraries, and the paged operators listed for first use
+        paged = {v.op: v for v in LIB.variants[:AOT_VARIANTS] if v.kernels == "neptune, compiled on first use"}
+        self.assertEqual(sorted(paged), ["decode_paged", "prefill_paged"])
+        self.assertEqual(paged["decode_paged"].inputs, ("q", "k_cache", "v_cache", "page_table", "seq_lens"))
+        self.assertTrue(hasattr(LIB, "decode_paged"))
         self.assertEqual(LIB.ops[:3], ["prefill_global", "prefill_causal", "prefill_alibi"])
         w = {(v.op, v.device): v for v in LIB.variants[:AOT_VARIANTS]}
         win = w[("prefill_windowed", "host")]
