@@ -207,6 +207,15 @@ OperatorInstance placeholder_instance(const Variant &v) {
     }
 }
 
+/** The variant's tensors as its instance names them: names in call order, and the signature. */
+void name_tensors(Variant &v, const OperatorInstance &inst) {
+    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
+    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
+    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
+    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
+    v.signature = signature_of(v, inst);
+}
+
 /** Reads the library's metadata into a variant; a mismatch with the operator marks it broken. */
 Variant make_variant(const Library &lib) {
     Variant v;
@@ -230,8 +239,7 @@ Variant make_variant(const Library &lib) {
         v.broken = std::string(lib.name) + ": its first input has an element type the ABI does not know";
     if (v.is_attention() && v.attention().decode) v.group = v.attention().q_heads / v.attention().kv_heads;
     const OperatorInstance inst = placeholder_instance(v);
-    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
-    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
+    name_tensors(v, inst);
     // The library's arguments must be the instance's tensors, in order, with their ranks and types.
     auto matches = [](const std::vector<const halide_filter_argument_t *> &args, const std::vector<TensorDesc> &ts,
                       bool inputs) {
@@ -246,9 +254,6 @@ Variant make_variant(const Library &lib) {
     };
     if (v.broken.empty() && (!matches(ins, inst.inputs, true) || !matches(outs, inst.outputs, false)))
         v.broken = std::string(lib.name) + "'s arguments are not the tensors of " + lib.op;
-    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
-    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
-    v.signature = signature_of(v, inst);
     // Performer's groups are not a pattern of the tile backend: its GPU library is Halide's CUDA form.
     v.kernels = lib.device == NEPTUNE_OPS_HOST       ? "host"
                 : v.spec.family == Family::Performer ? "halide_cuda"
@@ -264,11 +269,7 @@ Variant first_use_template(const OperatorSpec &op) {
     v.spec = op;
     v.kernels = "neptune, compiled on first use";
     const OperatorInstance inst = placeholder_instance(v);
-    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
-    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
-    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
-    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
-    v.signature = signature_of(v, inst);
+    name_tensors(v, inst);
     return v;
 }
 
@@ -590,11 +591,7 @@ int add_first_use_variant(const Variant &like, const neptune_ops_tensor *in) {
     v.cache_file = f.cache_file;
     v.kernels = "neptune";
     const OperatorInstance inst = placeholder_instance(v);
-    for (const TensorDesc &t : inst.inputs) v.input_names.push_back(t.name);
-    for (const TensorDesc &t : inst.outputs) v.output_names.push_back(t.name);
-    for (const std::string &n : v.input_names) v.inputs += (v.inputs.empty() ? "" : ",") + n;
-    for (const std::string &n : v.output_names) v.outputs += (v.outputs.empty() ? "" : ",") + n;
-    v.signature = signature_of(v, inst);
+    name_tensors(v, inst);
     // Where the stage's buffers and scalars come from; a descriptor that does not fit the operator's
     // tensors is a stale or damaged cache file, or a bug in the compiler library.
     auto bad = [&](const std::string &why) {
