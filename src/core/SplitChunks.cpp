@@ -9,11 +9,14 @@ int decode_stages(int64_t blocks, int sms) { return blocks >= int64_t(sms) ? 2 :
 
 bool decode_interleave_chunks(int64_t chunks) { return chunks <= 4; }
 
-bool is_split_k_launch_param(const std::string &param) { return param == "chunks" || param == "interleave"; }
+bool is_split_k_launch_param(const std::string &param) {
+    return param == "chunks" || param == "interleave" || param == "chunk_tiles";
+}
 
-void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks) {
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int64_t chunk_tiles) {
     ints["chunks"] = chunks;
     ints["interleave"] = decode_interleave_chunks(chunks);
+    ints["chunk_tiles"] = chunk_tiles;
 }
 
 int decode_block_n(int64_t blocks, int sms, int head_dim) {

@@ -52,12 +52,13 @@ int decode_stages(int64_t blocks, int sms);
 bool decode_interleave_chunks(int64_t chunks);
 
 /** Whether `param` is a split-K kernel parameter the launch picks (not a shape scalar of the stage):
- * "chunks" or "interleave". */
+ * "chunks", "interleave" or "chunk_tiles". */
 bool is_split_k_launch_param(const std::string &param);
 
-/** Sets decode's launch-picked parameters in `ints`: "chunks", and "interleave" from
- * decode_interleave_chunks(chunks). */
-void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks);
+/** Sets decode's launch-picked parameters in `ints`: "chunks", "interleave" from
+ * decode_interleave_chunks(chunks), and "chunk_tiles" (0: the chunks share out each sequence's
+ * tiles; above 0: runs of that many tiles, batch-invariant, lower/DealChunkTiles.h). */
+void set_split_k_params(std::map<std::string, int64_t> &ints, int64_t chunks, int64_t chunk_tiles = 0);
 
 /** The most chunks a cluster merge takes: the portable thread block cluster size. */
 constexpr int kMaxClusterChunks = 8;

@@ -26,9 +26,11 @@ Kernel deal_chunk_tiles(const Kernel &k) {
         if (s->kind != NodeKind::CarriedLoop || s->var != "j") continue;
         out.scalars.push_back({"j_end", HI::simplify(s->end)});
         const Expr chunks = int_var("chunks"), chunk = int_var("chunk"), begin = s->begin, end = int_var("j_end");
-        const Expr interleaved = int_var("interleave") != 0;
+        // Fixed runs (chunk_tiles > 0) are never interleaved.
+        const Expr fixed = int_var("chunk_tiles") > 0;
+        const Expr interleaved = int_var("interleave") != 0 && !fixed;
         // Halide's % and / round towards minus infinity: the first tile is never below begin.
-        const Expr run = (end - begin + chunks - 1) / chunks;
+        const Expr run = Halide::select(fixed, int_var("chunk_tiles"), (end - begin + chunks - 1) / chunks);
         const Expr run_first = begin + chunk * run;
         out.scalars.push_back(
             {"j_first", HI::simplify(Halide::select(interleaved, begin + (chunk - begin) % chunks, run_first))});
@@ -51,7 +53,7 @@ Kernel deal_chunk_tiles(const Kernel &k) {
         });
         changed = true;
     }
-    if (changed) out.int_params.push_back("interleave");
+    if (changed) out.int_params.insert(out.int_params.end(), {"interleave", "chunk_tiles"});
     return changed ? out : k;
 }
 

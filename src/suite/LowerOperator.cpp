@@ -130,8 +130,13 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     }
     if (a.decode) {
         choice.variant = algorithms::FusionVariant::SplitK;
-        choice.chunks = c.chunks;
-        set_split_k_params(out.ints, c.chunks);
+        int chunks = c.chunks;
+        if (c.chunk_tiles > 0) {
+            const int64_t tiles = (attention_keys(inst) + lo.block_n - 1) / lo.block_n;
+            chunks = int((tiles + c.chunk_tiles - 1) / c.chunk_tiles);
+        }
+        choice.chunks = chunks;
+        set_split_k_params(out.ints, chunks, c.chunk_tiles);
     }
     const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
     out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);

@@ -25,6 +25,9 @@ struct LoweringChoices {
     int row_threads = 0;  // row chains: threads per row, a power of two from 32 to 1024; 0: by the row length
     int row_cluster = 0;  // row chains: blocks per row, 1 to 8 (above 1: a cluster, sm_90a); 0: by the row length
     int chunks = 4;  // decode: split-K chunks (a kernel parameter: the launcher may pass another)
+    // decode: above 0, every chunk a run of this many KV tiles and as many chunks as the longest
+    // sequence needs (overriding `chunks`): a sequence's result is then the same bit for bit in any batch
+    int chunk_tiles = 0;
     int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none
     int wgmma = -1;  // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;  // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns

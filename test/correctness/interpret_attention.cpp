@@ -71,6 +71,33 @@ void gather_strided(const HostTensor &m, HostTensor &t, const std::map<std::stri
     });
 }
 
+/** The program's workspaces at the lowering's int parameters. */
+std::vector<HostTensor> workspaces(const internal::OperatorLowering &l) {
+    std::vector<HostTensor> ws;
+    for (const tir::Workspace &w : l.program.workspaces) {
+        std::map<std::string, Halide::Expr> m;
+        for (auto &[k, v] : l.ints) m[k] = Halide::Expr(int(v));
+        const int64_t n = Halide::Internal::simplify(Halide::Internal::substitute(m, w.elements))
+                              .as<Halide::Internal::IntImm>()
+                              ->value;
+        ws.emplace_back(TensorDesc{w.name, DType::F32, {n}});
+    }
+    return ws;
+}
+
+/** The operator's first output, its tile program interpreted on `in`. */
+HostTensor interpret_first_output(const OperatorInstance &inst, std::vector<HostTensor> &in,
+                                  const internal::LoweringChoices &lc) {
+    const internal::OperatorLowering l = internal::lower_operator(inst, lc);
+    std::vector<HostTensor> out = make_outputs(inst), ws = workspaces(l);
+    tir::LaunchArgs args;
+    for (std::vector<HostTensor> *ts : {&in, &out, &ws})
+        for (HostTensor &t : *ts) args.tensors[t.desc.name] = &t;
+    args.ints = l.ints;
+    tir::interpret(l.program, args);
+    return out.at(0);
+}
+
 void run(const OperatorSpec &op, const Case &c) {
     OperatorSpec s = op;
     AttentionSpec &a = s.attention;
@@ -108,15 +135,7 @@ void run(const OperatorSpec &op, const Case &c) {
     if (c.edit_inputs) c.edit_inputs(in);
     std::vector<HostTensor> out = make_outputs(inst);
     for (HostTensor &t : out) std::fill(t.values.begin(), t.values.end(), NAN);  // unwritten elements fail
-    std::vector<HostTensor> ws;
-    for (const tir::Workspace &w : l.program.workspaces) {
-        std::map<std::string, Halide::Expr> m;
-        for (auto &[k, v] : l.ints) m[k] = Halide::Expr(int(v));
-        const int64_t n = Halide::Internal::simplify(Halide::Internal::substitute(m, w.elements))
-                              .as<Halide::Internal::IntImm>()
-                              ->value;
-        ws.emplace_back(TensorDesc{w.name, DType::F32, {n}});
-    }
+    std::vector<HostTensor> ws = workspaces(l);
     tir::LaunchArgs args;
     for (HostTensor &t : in) args.tensors[t.desc.name] = &t;
     for (HostTensor &t : out) args.tensors[t.desc.name] = &t;
@@ -189,6 +208,39 @@ TEST_CASE("interpret: a paged cache's kernels read no table entry past a sequenc
             c.edit_inputs = unset_past_length;
             run(*find_operator(name), c);
         }
+}
+
+TEST_CASE("interpret: with fixed chunk lengths a sequence's decode is the same bit for bit in any batch") {
+    // Sequence 3 of a batch of four (5 keys of 300, 10 tiles of 32 for the longest: 5 chunks of 2), then
+    // alone in a batch of one whose longest sequence is itself (1 tile: 1 chunk), reading the same pages.
+    OperatorSpec spec = *find_operator("decode_paged");
+    spec.attention.q_heads = 8;
+    spec.attention.kv_heads = 2;
+    spec.attention.head_dim_qk = spec.attention.head_dim_v = 64;
+    const OperatorInstance four = instantiate(spec, 4, 300);
+    std::vector<HostTensor> in4 = make_inputs(four, 7, InputStyle::RisingScores);
+    spec.attention.pages = four.input("k_cache").shape[0];
+    const OperatorInstance one = instantiate(spec, 1, 64);
+    std::vector<HostTensor> in1 = make_inputs(one, 7);
+    const int64_t q_row = 8 * 64, max_pages4 = four.input("page_table").shape[1];
+    std::copy_n(in4[0].values.begin() + 3 * q_row, q_row, in1[0].values.begin());  // q of sequence 3
+    in1[1].values = in4[1].values;  // the same pool of pages
+    in1[2].values = in4[2].values;
+    in1[3].values[0] = in4[3].values[size_t(3 * max_pages4)];  // its one page
+    in1[4].values[0] = in4[4].values[3];
+    REQUIRE(in1[4].values[0] == 5);
+    for (GpuArch arch : {GpuArch::Sm80, GpuArch::Sm90a}) {
+        INFO(arch_name(arch));
+        internal::LoweringChoices lc;
+        lc.arch = arch;
+        lc.block_n = 32;
+        lc.chunk_tiles = 2;
+        const HostTensor alone = interpret_first_output(one, in1, lc), among = interpret_first_output(four, in4, lc);
+        for (int64_t i = 0; i < q_row; i++) CHECK(alone.values[size_t(i)] == among.values[size_t(3 * q_row + i)]);
+        // And both are right.
+        const std::vector<HostTensor> ref = reference::compute(one, in1);
+        CHECK(compare(alone.values, ref[0].values).rel_rms() <= 2e-3);
+    }
 }
 
 TEST_CASE("interpret: masked prefill deals every (query tile, head, batch) to one block, whatever the SM count") {

@@ -255,11 +255,14 @@ TEST_CASE("extern launcher: decode's chunks take tiles round-robin where they ar
     // and neither is a shape scalar of an extern stage.
     std::map<std::string, int64_t> ints = {{"batch", 8}};
     internal::set_split_k_params(ints, 16);
-    CHECK(ints == std::map<std::string, int64_t>{{"batch", 8}, {"chunks", 16}, {"interleave", 0}});
+    CHECK(ints == std::map<std::string, int64_t>{{"batch", 8}, {"chunks", 16}, {"interleave", 0}, {"chunk_tiles", 0}});
     internal::set_split_k_params(ints, 2);
     CHECK(ints.at("interleave") == 1);
+    internal::set_split_k_params(ints, 5, 16);  // batch-invariant: runs of 16 tiles
+    CHECK(ints.at("chunk_tiles") == 16);
     CHECK(internal::is_split_k_launch_param("chunks"));
     CHECK(internal::is_split_k_launch_param("interleave"));
+    CHECK(internal::is_split_k_launch_param("chunk_tiles"));
     CHECK_FALSE(internal::is_split_k_launch_param("seq_kv"));
 }
 

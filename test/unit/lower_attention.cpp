@@ -145,6 +145,7 @@ TEST_CASE("lower: deal_chunk_tiles gives decode's chunks the visible tiles round
                                                                    {"block_z", 0},
                                                                    {"chunks", chunks},
                                                                    {"interleave", interleave},
+                                                                   {"chunk_tiles", 0},
                                                                    {"seq_kv", seq_kv},
                                                                    {"seq_q", 1},
                                                                    {"batch", 1},
