@@ -80,7 +80,9 @@ std::vector<HostTensor> interpret(const inspect::TileProgram &p, const OperatorI
         {"seq_kv", inst.seq},
         {"chunks", chunks},
         // chunk c takes tiles c, c + chunks, ...; 0 would give each chunk a run of tiles
-        {"interleave", 1}};
+        {"interleave", 1},
+        // above 0, each chunk a run of this many tiles, whatever the chunk count (batch-invariant)
+        {"chunk_tiles", 0}};
     std::vector<HostTensor> out = make_outputs(inst);
     std::vector<HostTensor *> tensors;
     for (HostTensor &t : in) tensors.push_back(&t);
