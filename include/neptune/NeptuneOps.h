@@ -162,6 +162,19 @@ NEPTUNE_OPS_ATTENTION(decode_softcap);
 #undef NEPTUNE_OPS_ATTENTION
 #undef NEPTUNE_OPS_ATTENTION_ALIBI
 
+/** Attention over a paged KV cache (compiled on first use): q [B, Hq, Sq, D] (decode: Sq = 1), k_cache
+ * and v_cache [pages, Hkv, P, D], page_table [B, max_pages] i32 (sequence b's pages in order),
+ * seq_lens [B] i32 (its keys; its queries are the last Sq positions), out like q. P is a multiple of
+ * the kernels' KV tile (64 keys serve every variant). */
+#define NEPTUNE_OPS_PAGED(op)                                                                                     \
+    NEPTUNE_OPS_API int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k_cache,          \
+                                         const neptune_ops_tensor *v_cache, const neptune_ops_tensor *page_table, \
+                                         const neptune_ops_tensor *seq_lens, const neptune_ops_tensor *out,       \
+                                         void *stream)
+NEPTUNE_OPS_PAGED(decode_paged);
+NEPTUNE_OPS_PAGED(prefill_paged);
+#undef NEPTUNE_OPS_PAGED
+
 /** Row-wise: x [rows, cols]; softmax y [rows, cols]; logsumexp lse [rows] f32; cross_entropy with
  * labels [rows] i32 in [0, cols) to loss [rows] f32; layernorm with gamma, beta [cols]; rmsnorm with
  * gamma [cols]; y in x's type. Performer: q, k, v [B, H, S, D], features [F, D] f32, out [B, H, S, Dv]. */

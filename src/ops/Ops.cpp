@@ -928,6 +928,14 @@ NEPTUNE_OPS_DEFINE_ATTENTION(decode_causal)
 NEPTUNE_OPS_DEFINE_ATTENTION_ALIBI(decode_alibi)
 NEPTUNE_OPS_DEFINE_ATTENTION(decode_gqa)
 NEPTUNE_OPS_DEFINE_ATTENTION(decode_softcap)
+#define NEPTUNE_OPS_DEFINE_PAGED(op)                                                                        \
+    int neptune_ops_##op(const neptune_ops_tensor *q, const neptune_ops_tensor *k_cache,                    \
+                         const neptune_ops_tensor *v_cache, const neptune_ops_tensor *page_table,           \
+                         const neptune_ops_tensor *seq_lens, const neptune_ops_tensor *out, void *stream) { \
+        return call_op(#op, {q, k_cache, v_cache, page_table, seq_lens}, {out}, stream);                    \
+    }
+NEPTUNE_OPS_DEFINE_PAGED(decode_paged)
+NEPTUNE_OPS_DEFINE_PAGED(prefill_paged)
 
 int neptune_ops_softmax(const neptune_ops_tensor *x, const neptune_ops_tensor *y, void *stream) {
     return call_op("softmax", {x}, {y}, stream);

@@ -98,8 +98,8 @@ OpsCase ops_case(const OperatorInstance &inst, uint64_t seed, InputStyle style) 
 }
 
 int call_entry(const std::string &op, const OpsCase &c, void *stream) {
-    const neptune_ops_tensor *i[4] = {}, *o = &c.out.at(0).t;
-    for (size_t k = 0; k < c.in.size() && k < 4; k++) i[k] = &c.in[k].t;
+    const neptune_ops_tensor *i[5] = {}, *o = &c.out.at(0).t;
+    for (size_t k = 0; k < c.in.size() && k < 5; k++) i[k] = &c.in[k].t;
     using Fn3 = int (*)(const neptune_ops_tensor *, const neptune_ops_tensor *, const neptune_ops_tensor *,
                         const neptune_ops_tensor *, void *);
     using Fn4 = int (*)(const neptune_ops_tensor *, const neptune_ops_tensor *, const neptune_ops_tensor *,
@@ -118,6 +118,8 @@ int call_entry(const std::string &op, const OpsCase &c, void *stream) {
                                                     {"performer", neptune_ops_performer}};
     if (three.count(op)) return three.at(op)(i[0], i[1], i[2], o, stream);
     if (four.count(op)) return four.at(op)(i[0], i[1], i[2], i[3], o, stream);
+    if (op == "decode_paged") return neptune_ops_decode_paged(i[0], i[1], i[2], i[3], i[4], o, stream);
+    if (op == "prefill_paged") return neptune_ops_prefill_paged(i[0], i[1], i[2], i[3], i[4], o, stream);
     if (op == "softmax") return neptune_ops_softmax(i[0], o, stream);
     if (op == "logsumexp") return neptune_ops_logsumexp(i[0], o, stream);
     if (op == "cross_entropy") return neptune_ops_cross_entropy(i[0], i[1], o, stream);

@@ -434,4 +434,8 @@ TEST_CASE("ops abi: paged attention is listed with its tensors and compiles for 
     int index = -1;
     check_refusal(neptune_ops_select("decode_paged", in, 5, &index), NEPTUNE_OPS_ERROR_UNSUPPORTED,
                   {"decode_paged: no compiled variant takes q [2, 8, 1, 128] f16 on the host", "on the GPU"});
+    std::vector<uint16_t> o(2 * 8 * 128);
+    const neptune_ops_tensor out = tensor(o.data(), NEPTUNE_OPS_F16, 4, qs);
+    check_refusal(neptune_ops_decode_paged(&in[0], &in[1], &in[2], &in[3], &in[4], &out, nullptr),
+                  NEPTUNE_OPS_ERROR_UNSUPPORTED, {"decode_paged: no compiled variant takes q"});
 }
