@@ -13,6 +13,7 @@
 #include "interop/Descriptor.h"
 #include "extern/StageParts.h"
 #include "interop/ExternEntry.h"
+#include "lower/BuildTileProgram.h"
 #include "lower/Lower.h"
 #include "lower/Patterns.h"
 #include "neptune/Error.h"
@@ -65,12 +66,6 @@ std::vector<LowerOptions> decode_variants(const LowerOptions &base, const Extern
             out.back().cluster_merge = true;
         }
     return out;
-}
-
-/** Whether the program reads K and V from a paged cache (its kernels take the page size). */
-bool reads_pages(const tir::Program &p) {
-    const std::vector<std::string> &ints = p.kernels.at(0).int_params;
-    return std::find(ints.begin(), ints.end(), "page_size") != ints.end();
 }
 
 std::string join(const std::vector<std::string> &v) {
@@ -126,6 +121,8 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
     const bool windowed =
         opt.family_tile && !decode &&
         skips_leading_tiles(plan, iso.outputs, default_lower_options(GpuArch::Sm80, *dtype, dqk, dv, false, group));
+    const bool paged =
+        reads_paged_cache(plan, iso.outputs, default_lower_options(GpuArch::Sm80, *dtype, dqk, dv, decode, group));
     for (const ArchTarget &a : stage_targets(opt)) {
         LowerOptions base = default_lower_options(a.arch, *dtype, dqk, dv, decode, group, windowed);
         if (!opt.family_tile) base.block_n = plan.tile;
@@ -135,17 +132,18 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         if (decode && group > 16 * base.warps)
             fail(std::to_string(group) + " query heads per KV head need " + std::to_string((group + 15) / 16) +
                  " warps");
-        // A paged cache's page size is a run-time value: the tiles stay at 64 keys or fewer, so pages of
-        // 64 (or any multiple of the tile) serve (a constraint below checks the call's).
-        if (opt.family_tile && base.block_n > 64 && reads_pages(lower_to_tiles(plan, iso.outputs, base)))
-            base.block_n = 64;
+        // A paged cache's page size is a run-time value and a KV tile lies in one page (a constraint
+        // below checks the call's): the family's tiles stay at 64 keys or fewer, and every set takes
+        // the same tile, so pages of 64 (or any multiple of the tile) serve.
+        if (paged && opt.family_tile) base.block_n = std::min(base.block_n, 64);
         std::vector<LowerOptions> variants = {base};  // the first serves shapes no other fits
         if (decode) variants = decode_variants(base, opt, dqk, dv);
+        if (paged)
+            variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                          [&](const LowerOptions &lo) { return lo.block_n != base.block_n; }),
+                           variants.end());
         for (const LowerOptions &lo : variants) {
             tir::Program p = lower_to_tiles(plan, iso.outputs, lo);
-            // A paged cache's tiles lie in one page, so the page size is a multiple of the tile's keys
-            // (a constraint below): one tile for every set keeps the smallest pages servable.
-            if (reads_pages(p) && lo.block_n != base.block_n) continue;
             cap_min_blocks(p, a.lowering);
             ExternStageInfo::KernelSet set;
             set.arch = arch_name(a.arch);
@@ -201,7 +199,6 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         throw InternalError(where + ": expected q, k, v and the group's outputs among the kernel tensors");
     const std::string D = std::to_string(dqk), DV = std::to_string(dv);
     // A paged cache is [pages, kv_heads, page_size, head_dim], its table [batch, max_pages].
-    const bool paged = reads_pages(p0);
     const std::string kv_rows = paged ? "page_size" : "seq_kv", kv_batch = paged ? "pages" : "batch";
     const std::vector<std::vector<std::string>> in_dims = {
         {D, "seq_q", "q_heads", "batch"}, {D, kv_rows, "kv_heads", kv_batch}, {DV, kv_rows, "kv_heads", kv_batch}};

@@ -168,10 +168,13 @@ GpuOperator::GpuOperator(const OperatorInstance &inst, const GpuOptions &opt) : 
     internal::LoweringChoices c = choices(opt, arch, opt.chunks ? opt.chunks : 1);
     // Decode's one-warp kernels: the pipeline depth by how many (batch, KV head) groups share the SMs.
     if (a.decode && !opt.stages) c.stages = internal::decode_stages(inst.batch * a.kv_heads, info.sm_count);
-    // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills).
-    if (a.decode && !opt.block_n && arch == GpuArch::Sm90a && opt.tma_loads != 0)
-        c.block_n =
+    // ... and its keys per tile (on sm_90a's TMA copies: the mma.sync path's 64-key kernel spills), where
+    // the tile divides a paged cache's pages (else the lowering picks one that does).
+    if (a.decode && !opt.block_n && arch == GpuArch::Sm90a && opt.tma_loads != 0) {
+        const int keys =
             internal::decode_block_n(inst.batch * a.kv_heads, info.sm_count, std::max(a.head_dim_qk, a.head_dim_v));
+        if (a.page_size % keys == 0) c.block_n = keys;
+    }
     // Takes a lowering and, for decode, its chunk count.
     auto adopt = [&](internal::OperatorLowering lowered) {
         m.program = std::move(lowered.program);

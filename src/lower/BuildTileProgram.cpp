@@ -67,6 +67,9 @@ public:
         for (const Halide::Func &o : outputs_) recognise_output(o, stage_names_);
     }
 
+    /** After check(): whether K and V are read through a page table. */
+    bool paged() const { return page_table_.defined(); }
+
     Program build() {
         check();
         Program p;
@@ -980,6 +983,14 @@ Program build_tile_program(const FusedPlan &plan, const std::vector<Halide::Func
     } catch (const Builder::Refusal &r) {
         throw CompileError(plan.directive + ": the tile backend cannot lower this group: " + r.why);
     }
+}
+
+bool reads_paged_cache(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt) {
+    try {
+        Builder b(plan, outputs, opt);
+        b.check();
+        return b.paged();
+    } catch (const Builder::Refusal &) { return false; }
 }
 
 std::string attention_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,

@@ -24,6 +24,9 @@ tir::Program build_tile_program(const FusedPlan &plan, const std::vector<Halide:
  * on, naming the stage or Func at fault. */
 std::string attention_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs,
                                const LowerOptions &opt);
+/** Whether the plan is attention's and reads K and V through a page table (its kernels then take
+ * page_size, pages and max_pages, and a KV tile must lie in one page). */
+bool reads_paged_cache(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, const LowerOptions &opt);
 
 }  // namespace neptune::internal
 
