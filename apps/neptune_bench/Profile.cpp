@@ -25,6 +25,10 @@ namespace {
 // The row-wise reductions (one row of a [rows, cols] tensor per output row), whose baselines are
 // torch eager and torch.compile rather than the attention libraries.
 bool is_row_operator(const OperatorSpec &spec) { return row_wise(spec.family); }
+// Operators whose PyTorch baselines are the expression a user writes, eager and compiled.
+bool has_torch_baselines(const OperatorSpec &spec) {
+    return is_row_operator(spec) || spec.family == Family::LinearCrossEntropy;
+}
 
 }  // namespace
 
@@ -36,7 +40,7 @@ const std::vector<std::string> &python_baselines() {
 
 bool python_baseline_applies(const std::string &impl, const OperatorSpec &spec) {
     const bool row_impl = impl == "torch_eager" || impl == "torch_compile";
-    return row_impl == is_row_operator(spec);
+    return row_impl == has_torch_baselines(spec);
 }
 
 ImplSelection parse_impls(const std::string &list) {
@@ -124,6 +128,14 @@ void write_baseline_case(const std::string &dir, const OperatorInstance &inst, c
                 std::vector<double>(ref[0].values.begin() + row * width, ref[0].values.begin() + (row + 1) * width));
         }
     std::ofstream(dir + "/reference_rows.json") << jr.dump();
+    if (inst.spec.family == Family::LinearCrossEntropy) {
+        const json meta = {{"op", inst.spec.name},       {"family", "linear_ce"},
+                           {"batch", inst.batch},        {"seq", inst.seq},
+                           {"hidden", inst.spec.hidden}, {"dtype", dtype_name(inst.inputs[0].dtype)},
+                           {"out_dtype", "f32"}};
+        std::ofstream(dir + "/meta.json") << meta.dump(1);
+        return;
+    }
     if (is_row_operator(inst.spec)) {
         const json meta = {{"op", inst.spec.name},
                            {"family", "row"},

@@ -37,6 +37,12 @@ Row-wise operators read instead (meta.json's "family" is "row"): x.bin ([rows, c
 "dtype", "eps", "out_dtype"}; neptune_out.bin is the operator's first output (y [rows, cols] in
 out_dtype, or lse / loss f32 [rows]) and reference_rows.json has one value per row for per-row
 outputs. Their unit is TB/s of the operator's bytes (inputs read plus outputs written).
+linear_cross_entropy reads (meta.json's "family" is "linear_ce"): h.bin ([tokens, hidden]), weight.bin
+([vocab, hidden], both in meta's "dtype") and labels.bin (int32 [tokens]), meta.json {"op", "family",
+"batch" (tokens), "seq" (vocab), "hidden", "dtype"}; neptune_out.bin is the loss (f32 [tokens]). The
+baselines are F.linear, the logits upcast to f32 and F.cross_entropy(reduction="none"), as training
+code writes it, eager and compiled; their unit is TFLOP/s of the product (2 * tokens * vocab * hidden),
+and each result also has "peak_extra_bytes": the device memory its call allocates at its peak.
 --self-test    make random inputs for --op/--batch/--seq in a temporary directory, an fp64 reference
                for a few rows, and an unfused fp32 torch output standing in for Neptune's; run all.
 
@@ -72,6 +78,7 @@ ATTENTION_IMPLS = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex")
 ROW_IMPLS = ("torch_eager", "torch_compile")
 IMPLS = ATTENTION_IMPLS + ROW_IMPLS
 ROW_OPS = ("softmax", "logsumexp", "cross_entropy", "layernorm", "rmsnorm")
+LCE_OPS = ("linear_cross_entropy",)
 NEPTUNE_AOT = "neptune_aot"  # by --neptune or --impl: Neptune's AOT kernels through libneptune_ops.so
 OPS = {  # for --self-test: q heads, kv heads, mask, modifier, decode (neptune_bench list has the same)
     "prefill_global": (32, 32, "none", "none", False), "prefill_causal": (32, 32, "causal", "none", False),
@@ -125,7 +132,7 @@ def parse_args(argv):
     if a.serve:
         ap.error("--serve takes no other arguments (requests carry them)")
     if a.impl is None:
-        a.impl = ",".join(ROW_IMPLS if a.op in ROW_OPS else ATTENTION_IMPLS)
+        a.impl = ",".join(ROW_IMPLS if a.op in ROW_OPS + LCE_OPS else ATTENTION_IMPLS)
     a.impl = [s for s in a.impl.split(",") if s]
     bad = [s for s in a.impl if s not in IMPLS + (NEPTUNE_AOT,)]
     if bad or not a.impl:
@@ -207,8 +214,39 @@ def row_expr(torch, c):
 
 
 def row_impl(torch, c, name):
-    fn = row_expr(torch, c)
+    fn = lce_expr(torch, c) if c["meta"].get("family") == "linear_ce" else row_expr(torch, c)
     return fn if name == "torch_eager" else torch.compile(fn, dynamic=False)
+
+
+def load_lce_case(torch, a, m):
+    """linear_cross_entropy's inputs, Neptune's loss and the reference rows (module docstring)."""
+    try:
+        N, V, H = int(m["batch"]), int(m["seq"]), int(m["hidden"])
+        if (m["op"], N, V) != (a.op, a.batch, a.seq):
+            raise InputError(f"meta.json is for {m['op']} {N},{V}, not {a.op} {a.batch},{a.seq}")
+        dt = getattr(torch, DTYPES[m["dtype"]])
+        m.update(N=N, V=V, H=H)
+    except (KeyError, ValueError, TypeError) as e:
+        raise InputError(f"{a.inputs}/meta.json: {e!r}")
+    rd = lambda name, t, shape, base=a.inputs: read_raw(torch, os.path.join(base, name), t, shape)
+    c = {"meta": m, "h": rd("h.bin", dt, (N, H)), "weight": rd("weight.bin", dt, (V, H)),
+         "labels": rd("labels.bin", torch.int32, (N,)).long(), "neptune": None, "ref": None}
+    if a.outputs:
+        c["neptune"] = rd("neptune_out.bin", torch.float32, (N,), a.outputs)
+        with open(os.path.join(a.outputs, "reference_rows.json")) as f:
+            r = json.load(f)
+        rows, vals = r["rows"], r["values"]
+        if len(rows) != len(vals) or any(not 0 <= x < N for x in rows) or any(len(x) != 1 for x in vals):
+            raise InputError(f"{a.outputs}/reference_rows.json: rows out of [0, {N}) or values not [rows][1]")
+        c["ref"] = (torch.tensor(rows, dtype=torch.long, device="cuda"),
+                    torch.tensor(vals, dtype=torch.float64, device="cuda").reshape(-1, 1))
+    return c
+
+
+def lce_expr(torch, c):
+    """Linear + cross-entropy as training code writes it: logits materialised, upcast to f32."""
+    F, h, w, labels = torch.nn.functional, c["h"], c["weight"], c["labels"]
+    return lambda: F.cross_entropy(F.linear(h, w).float(), labels, reduction="none")
 
 
 def load_case(torch, a):
@@ -219,6 +257,8 @@ def load_case(torch, a):
         raise InputError(f"{a.inputs}/meta.json: {e!r}")
     if m.get("family") == "row":
         return load_row_case(torch, a, m)
+    if m.get("family") == "linear_ce":
+        return load_lce_case(torch, a, m)
     try:
         B, hq, hkv, sq, skv, d = (int(m[k]) for k in ("batch", "q_heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
         if (m["op"], B, int(m["seq"])) != (a.op, a.batch, a.seq):
@@ -275,6 +315,8 @@ def load_case(torch, a):
 
 def work(m):
     """(unit, FLOPs or bytes) as docs/design/operators.md counts work; row-wise operators in bytes."""
+    if m.get("family") == "linear_ce":
+        return "TFLOP/s", 2.0 * m["N"] * m["V"] * m["H"]
     if m.get("family") == "row":
         inb = {"float16": 2, "bfloat16": 2, "float32": 4}[DTYPES[m["dtype"]]]
         outb = {"float16": 2, "bfloat16": 2, "float32": 4}[DTYPES[m["out_dtype"]]]
@@ -598,7 +640,7 @@ def run(torch, a):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                row = m.get("family") == "row"
+                row = m.get("family") in ("row", "linear_ce")
                 if name == NEPTUNE_AOT:
                     fn = neptune_impl(torch, c, a.neptune) if not row else "neptune_aot covers attention here"
                 elif (name in ROW_IMPLS) != row:
@@ -614,6 +656,12 @@ def run(torch, a):
                 for _ in range(WARMUP):
                     fn()
                 torch.cuda.synchronize()
+                # The memory one call allocates beyond what is live before it (materialised logits).
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+                fn()
+                torch.cuda.synchronize()
+                res["peak_extra_bytes"] = torch.cuda.max_memory_allocated() - before
                 fns[name], res["supported"] = fn, True
             except Exception as e:
                 if cuda_broken(e):
@@ -638,6 +686,7 @@ def run(torch, a):
     clock_after = sm_clock(torch)
     device = torch.cuda.get_device_name()
     shape = (f"{m['R']} rows x {m['C']} columns, {m['dtype']}" if m.get("family") == "row" else
+             f"{m['N']} tokens, vocab {m['V']}, hidden {m['H']}, {m['dtype']}" if m.get("family") == "linear_ce" else
              f"Hq {m['hq']}, Hkv {m['hkv']}, Sq {m['sq']}, Skv {m['skv']}, D {m['d']}, mask {m['mask']}, mod {m['mod']}")
     print(f"{a.op} B={a.batch} S={a.seq} ({shape}) on {device}, driver {gpu[0]}, torch {torch.__version__}, "
           f"triton {triton_version}")

@@ -13,7 +13,7 @@ namespace neptune {
 
 struct GpuOptions {
     int block_n = 0;  // keys per tile; 0: 64 for prefill, 32 for decode (64 where groups leave one block per SM)
-    int chunks = 0;  // split-K chunks for decode; 0: chosen from the SM count
+    int chunks = 0;  // split-K chunks for decode and linear + cross-entropy's vocabulary; 0: chosen from the SM count
     int min_blocks = 0;  // __launch_bounds__ blocks per SM (caps registers); 0: 3 for prefill, none for decode
     std::string arch;  // sm_80 (mma.sync + cp.async) or sm_90a (wgmma + TMA where shapes allow); "": the device's
     int wgmma = -1;  // on sm_90a: 1 forces the wgmma path, 0 keeps mma.sync, -1 lets the shape decide

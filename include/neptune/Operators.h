@@ -22,7 +22,8 @@ enum class Family {
     LayerNormMatmul,
     RmsNorm,
     RmsNormMatmul,
-    Performer
+    Performer,
+    LinearCrossEntropy
 };
 /** The label of a cross-entropy row that does not count (padding): its loss is 0. PyTorch's default
  * ignore_index. */
@@ -66,7 +67,8 @@ int64_t paged_seq_len(int64_t b, int64_t seq);
 
 /** One operator of the suite. For attention families the benchmark shape
  * B,S is (batch, sequence); for row-wise families it is (rows, columns);
- * for Performer it is (batch, sequence) with `features` random features. */
+ * for Performer it is (batch, sequence) with `features` random features; for linear + cross-entropy
+ * it is (tokens, vocabulary) with `hidden` columns of h. */
 /** Per-row outputs an operator returns beside its own: the log-sum-exp (attention and softmax: what
  * a backward pass or a merge of partial results reads), or attention's lse, entropy and largest
  * probability. */
@@ -80,6 +82,7 @@ struct OperatorSpec {
     AttentionSpec attention;  // Attention and Performer (heads, head dims)
     int features = 256;  // Performer
     int matmul_n = 1024;  // LayerNormMatmul, RmsNormMatmul: output columns
+    int hidden = 4096;  // LinearCrossEntropy: the hidden size, the depth of logits = h * weight^T
     double eps = 1e-5;  // LayerNorm, RmsNorm
     // Per-row outputs beside the operator's own, written by the same kernel.
     RowStats row_stats = RowStats::None;

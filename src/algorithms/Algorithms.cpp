@@ -320,6 +320,37 @@ void add_performer(const OperatorSpec &spec, const std::vector<Func> &inputs, co
     of.outputs = {out};
 }
 
+// Linear + cross-entropy: logits = h * weight^T, reduced over the vocabulary by log-sum-exp; the loss
+// reads the label's logit. Fused, the logits are never stored: each tile of them lives in registers
+// while the row max and the rescaled sum roll over the vocabulary (the derived repair).
+void add_linear_cross_entropy(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent,
+                              OperatorFuncs &of) {
+    Var v("v"), n("n");
+    Func h = inputs[0], weight = inputs[1], labels = inputs[2];
+    const Expr hidden = extent(0, 0), vocab = extent(1, 1);
+    RDom rk(0, hidden, "rk"), rv(0, vocab, "rv");
+    of.rdoms["rk"] = rk;
+    of.rdoms["rv"] = rv;
+    Func logits("logits"), row_max("row_max"), row_sum("row_sum"), lse("lse"), label("label"), loss("loss");
+    logits(v, n) = 0.0f;
+    logits(v, n) += f32(h(rk, n)) * f32(weight(rk, v));
+    row_max(n) = neg_inf();
+    row_max(n) = Halide::max(row_max(n), logits(rv, n));
+    row_sum(n) = 0.0f;
+    row_sum(n) += Halide::exp(logits(rv, n) - row_max(n));
+    lse(n) = row_max(n) + Halide::log(row_sum(n));
+    // As cross_entropy's: an out-of-range label is a run-time error (NaN from Neptune's kernels); the
+    // ignore index gives a loss of 0.
+    label(n) = Halide::require(
+        (labels(n) >= 0 && labels(n) < vocab) || labels(n) == kIgnoreIndex, labels(n),
+        "linear_cross_entropy: label out of range [0, vocab) and not the ignore index -100:", labels(n));
+    loss(n) = Halide::select(label(n) == kIgnoreIndex, 0.0f, lse(n) - logits(Halide::clamp(label(n), 0, vocab - 1), n));
+    (void)spec;
+    of.stages = {{"logits", logits}, {"row_max", row_max}, {"row_sum", row_sum},
+                 {"lse", lse},       {"label", label},     {"loss", loss}};
+    of.outputs = {loss, lse};
+}
+
 }  // namespace
 
 OperatorFuncs build_from(const OperatorSpec &spec, const std::vector<Func> &inputs, const ExtentOf &extent) {
@@ -337,6 +368,7 @@ OperatorFuncs build_from(const OperatorSpec &spec, const std::vector<Func> &inpu
     case Family::RmsNorm:
     case Family::RmsNormMatmul: add_norm_family(spec, inputs, extent, of); break;
     case Family::Performer: add_performer(spec, inputs, extent, of); break;
+    case Family::LinearCrossEntropy: add_linear_cross_entropy(spec, inputs, extent, of); break;
     }
     return of;
 }

@@ -33,6 +33,7 @@ std::vector<FusedReduction> fuse_operator(const OperatorSpec &spec, const Operat
     case Family::LayerNormMatmul: group({"m2", "matmul"}, "rc"); break;
     case Family::RmsNorm: group({"sum_sq"}, "rc"); break;
     case Family::RmsNormMatmul: group({"matmul"}, "rc"); break;
+    case Family::LinearCrossEntropy: group({"row_sum"}, "rv"); break;
     case Family::Performer:
         group({"kv_sum", "k_sum"}, "kv");
         group({"num", "den"}, "rf");

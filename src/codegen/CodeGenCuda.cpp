@@ -529,7 +529,9 @@ private:
         case NodeKind::TileDot:
             if (n.mma == MmaKind::Wgmma) {
                 // One warpgroup's 64 rows: issue, commit, wait, then let the compiler see the new values.
-                const std::string acc = n.accumulate ? "true" : "false";
+                const std::string acc = !n.accumulate         ? "false"
+                                        : n.restart.defined() ? "!(" + scalar(n.restart) + ")"
+                                                              : "true";
                 if (n.transpose_b)
                     line("nd::wgmma_abt(" + ident(n.dst) + ", " + current_buf(n.a, lc) + ", 64 * (warp / 4), " +
                          current_buf(n.b, lc) + ", " + acc + ");");
@@ -543,6 +545,8 @@ private:
                 break;
             }
             if (!n.accumulate) line("nd::fill(" + ident(n.dst) + ", 0.0f);");
+            if (n.accumulate && n.restart.defined())
+                line("if (" + scalar(n.restart) + ") nd::fill(" + ident(n.dst) + ", 0.0f);");
             if (n.transpose_b)
                 line("nd::mma_abt(" + ident(n.dst) + ", " + ident(n.a) + ", " + current_buf(n.b, lc) + ", 0);");
             else
@@ -602,8 +606,11 @@ private:
         case NodeKind::Release:
             if (!layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
             line("__syncwarp();");
-            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " + ident(n.src) +
-                 "_stage);");
+            // The buffer of the release's ring position (a mainloop releases the previous iteration's).
+            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " +
+                 (n.ring.defined() ? "(" + scalar(n.ring) + ") % " + std::to_string(k_.pipeline_stages)
+                                   : ident(n.src) + "_stage") +
+                 ");");
             break;
         case NodeKind::WarpgroupTurn: turn(n.turn); break;
         case NodeKind::DotWait:

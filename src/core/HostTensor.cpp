@@ -158,6 +158,10 @@ std::vector<HostTensor> make_inputs(const OperatorInstance &inst, uint64_t seed,
             fill_random(t, seed, id, [](BlockRandom &r, int64_t) { return 1.0 + 0.1 * r.normal(); });
         } else if (n == "beta") {
             fill_random(t, seed, id, [](BlockRandom &r, int64_t) { return 0.1 * r.normal(); });
+        } else if (n == "weight") {
+            // Logits of a few units: a trained head's spread, so the log-sum-exp is not one logit.
+            const double s = 2.5 / std::sqrt(double(d.shape[1]));
+            fill_random(t, seed, id, [s](BlockRandom &r, int64_t) { return s * r.normal(); });
         } else if (n == "w") {
             const double s = 1.0 / std::sqrt(double(d.shape[0]));
             fill_random(t, seed, id, [s](BlockRandom &r, int64_t) { return s * r.normal(); });

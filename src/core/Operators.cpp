@@ -127,6 +127,12 @@ std::vector<OperatorSpec> make_suite() {
     ops.push_back(make_op("rmsnorm_matmul", Family::RmsNormMatmul, "RMSNorm of [rows, cols] times W [cols, 1024]"));
     ops.push_back(
         make_op("performer", Family::Performer, "Performer (FAVOR+) linear attention, 32 heads, 256 features"));
+    // bf16, as language models are trained.
+    OperatorSpec lce = make_op("linear_cross_entropy", Family::LinearCrossEntropy,
+                               "per-token loss and log-sum-exp of logits h [tokens, 4096] * weight [vocab, 4096]^T, "
+                               "int32 labels, bf16; the logits are never stored");
+    lce.dtype = DType::BF16;
+    ops.push_back(lce);
     return ops;
 }
 
@@ -240,6 +246,12 @@ OperatorInstance instantiate(const OperatorSpec &spec, int64_t batch, int64_t se
         in.inputs = {{"x", t, {batch, seq}}, {"gamma", t, {seq}}, {"w", t, {seq, spec.matmul_n}}};
         in.outputs = {{"y", t, {batch, spec.matmul_n}}};
         break;
+    case Family::LinearCrossEntropy:
+        require(spec.hidden > 0, spec.name + ": the hidden size must be positive");
+        in.inputs = {
+            {"h", t, {batch, spec.hidden}}, {"weight", t, {seq, spec.hidden}}, {"labels", DType::I32, {batch}}};
+        in.outputs = {{"loss", DType::F32, {batch}}, {"lse", DType::F32, {batch}}};
+        break;
     }
     if (spec.family != Family::Attention && spec.family != Family::Performer) {
         in.rows = batch;
@@ -266,6 +278,7 @@ bool memory_bound(const OperatorSpec &spec) {
     case Family::Attention: return spec.attention.decode;
     case Family::LayerNormMatmul:
     case Family::RmsNormMatmul:
+    case Family::LinearCrossEntropy:
     case Family::Performer: return false;
     default: return true;
     }
@@ -299,6 +312,7 @@ double operator_flops(const OperatorInstance &in) {
     case Family::Performer: return 8.0 * B * a.q_heads * S * in.spec.features * a.head_dim_qk;
     case Family::LayerNormMatmul:
     case Family::RmsNormMatmul: return 2.0 * B * S * in.spec.matmul_n;
+    case Family::LinearCrossEntropy: return 2.0 * B * S * in.spec.hidden;
     default: return 5.0 * B * S;  // a handful of flops per element; these are judged in TB/s
     }
 }

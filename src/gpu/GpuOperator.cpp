@@ -50,6 +50,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.arch = arch;
     c.block_n = opt.block_n;
     c.chunks = chunks;
+    c.vocab_chunks = opt.chunks;
     c.min_blocks = opt.min_blocks ? opt.min_blocks : -1;
     c.wgmma = opt.wgmma;
     c.overlap = opt.overlap;

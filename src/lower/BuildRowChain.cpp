@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "frontend/DeriveRepair.h"
@@ -27,8 +28,9 @@ DType dtype_of(const Halide::Type &t) {
 // Placeholders of an analysed expression, bound per kernel (Builder::bind): the reduced axis's index,
 // row variable i's value, the row's flat index, and the extents of x's dimension j and of the row's
 // dimension i (named once the reduced axis is known).
-const char *const kCol = "rc.col";
-const char *const kFlat = "rc.flat";
+const char *const kCol = kChainCol;
+const char *const kFlat = kChainRow;
+const char *const kGather = kChainGather;
 Expr row_ph(size_t i) { return int_var("rc.row." + std::to_string(i)); }
 Expr x_extent_ph(size_t j) { return int_var("rc.xext." + std::to_string(j)); }
 Expr row_extent_ph(size_t i) { return int_var("rc.rext." + std::to_string(i)); }
@@ -38,6 +40,42 @@ const HI::Call *input_of(const HI::Call *op) {
     if (op->call_type == HI::Call::Image) return op;
     if (op->call_type != HI::Call::Halide || !op->func.defined()) return nullptr;
     return wrapped_buffer(HI::Function(op->func));
+}
+
+// x as a matrix product: a Func x(c, r) = 0; x(c, r) += a(k, r) * b(k, c) over one RDom k, of two 2-D
+// inputs of one 16-bit type (a language model's logits h * W^T). Fills `p` and returns true when it is.
+bool product_of(const HI::Function &f, MatmulProduct &p) {
+    if (f.args().size() != 2 || f.values().size() != 1 || f.updates().size() != 1) return false;
+    Expr init = f.values()[0];
+    while (const HI::Cast *c = init.as<HI::Cast>()) init = c->value;
+    if (!HI::is_const_zero(init)) return false;
+    const HI::Definition &u = f.update(0);
+    const HI::Add *add = HI::substitute_in_all_lets(u.values()[0]).as<HI::Add>();
+    if (!add) return false;
+    const HI::Call *self = add->a.as<HI::Call>();
+    Expr prod = add->b;
+    while (const HI::Cast *c = prod.as<HI::Cast>()) prod = c->value;
+    const HI::Mul *mul = prod.as<HI::Mul>();
+    if (!self || self->name != f.name() || !mul) return false;
+    auto operand = [](Expr e) -> const HI::Call * {
+        while (const HI::Cast *c = e.as<HI::Cast>()) e = c->value;
+        const HI::Call *c = e.as<HI::Call>();
+        return c ? input_of(c) ? c : nullptr : nullptr;
+    };
+    const HI::Call *ca = operand(mul->a), *cb = operand(mul->b);
+    if (!ca || !cb || ca->args.size() != 2 || cb->args.size() != 2) return false;
+    const Expr c = HI::Variable::make(Halide::Int(32), f.args()[0]),
+               r = HI::Variable::make(Halide::Int(32), f.args()[1]);
+    if (HI::equal(ca->args[1], c) && HI::equal(cb->args[1], r)) std::swap(ca, cb);
+    if (!HI::equal(ca->args[1], r) || !HI::equal(cb->args[1], c) || !HI::equal(ca->args[0], cb->args[0]) ||
+        !ca->args[0].as<HI::Variable>())
+        return false;
+    const HI::Call *ia = input_of(ca), *ib = input_of(cb);
+    p.a = ia->name;
+    p.b = ib->name;
+    p.dtype = dtype_of(ia->type);
+    if (ia->type != ib->type || (p.dtype != DType::F16 && p.dtype != DType::BF16)) p.dtype = DType::I32;
+    return true;
 }
 
 class Builder {
@@ -90,8 +128,46 @@ public:
         if (outs_.empty()) fail("the group has no outputs");
     }
 
-    bool streams() {
+    // recognise(), for the row strips: x is an input.
+    void recognise_rows() {
         recognise();
+        if (product_)
+            fail(x_ + " is a matrix product of " + product_->a + " and " + product_->b +
+                 ": the matmul-fed pattern lowers it");
+    }
+
+    // recognise(), for the matmul-fed pattern: x is a product, and every output is per row.
+    MatmulChainForm product_form() {
+        recognise();
+        if (!product_)
+            throw CompileError(plan_.directive +
+                               ": the matmul-fed pattern cannot lower this group: its stages reduce " + x_ +
+                               ", an input, not a matrix product of two inputs");
+        MatmulChainForm f;
+        f.product = *product_;
+        for (const Stage &s : stages_) {
+            if (s.st->reducer == Reducer::Min) fail(s.name + ": min reductions over a product are not lowered");
+            if (!s.st->producers.empty() && (s.st->repair.kind == RepairKind::None || s.st->repair.maps.size() != 1))
+                fail(s.name + " carries companions (" + repair_kind_name(s.st->repair.kind) +
+                     "); a product's chain is computed online, with single-state repairs");
+            f.stages.push_back({s.st, s.name, s.raw});
+        }
+        for (const Output &o : outs_) {
+            if (o.per_element)
+                fail("output " + o.tensor + " has a value per element of the product " + x_ +
+                     "; the matmul-fed pattern writes outputs per row (the product is never stored)");
+            f.outputs.push_back({o.tensor, o.dtype, o.value});
+        }
+        f.gathers = gathers_;
+        for (const auto &[t, by_col] : by_col_) {
+            if (by_col) fail("input " + t + " is read along the product's columns; only values per row are lowered");
+            f.row_inputs[t] = other_inputs_.at(t);
+        }
+        return f;
+    }
+
+    bool streams() {
+        recognise_rows();
         if (!online()) return false;
         for (const Output &o : outs_)
             if (o.per_element) return false;
@@ -99,12 +175,12 @@ public:
     }
 
     bool strided() {
-        recognise();
+        recognise_rows();
         return axis_ > 0;
     }
 
     Program build(GpuArch arch, const RowChainShape &shape) {
-        recognise();
+        recognise_rows();
         shape_ = shape;
         if (shape.strided != (axis_ > 0) || (shape.strided && (shape.vector != 1 || shape.cluster != 1)) ||
             (shape.cluster > 1 && arch != GpuArch::Sm90a))
@@ -581,6 +657,11 @@ private:
                             return fvar(b->names_.at(s.name));
                         }
                     const HI::Function f(op->func);
+                    if (MatmulProduct p; product_of(f, p)) {
+                        std::vector<Expr> a;
+                        for (const Expr &x : op->args) a.push_back(mutate(x));
+                        return b->product_read(op->name, p, a, who);
+                    }
                     if (f.has_update_definition())
                         b->fail(who + " reads " + op->name +
                                 ", a reduction outside the fused group: fuse it into the group or compute it first");
@@ -596,6 +677,34 @@ private:
         a.who = who;
         a.vars = &vars;
         return a.mutate(HI::substitute_in_all_lets(e));
+    }
+
+    // A read of the matrix product x(c, r) = sum_k a(k, r) * b(k, c): along the reduced axis x's
+    // element, at another column of the row a gather (cross-entropy's logit of the label).
+    Expr product_read(const std::string &name, const MatmulProduct &p, const std::vector<Expr> &args,
+                      const std::string &who) {
+        if (p.dtype == DType::I32)
+            fail(who + " reads the matrix product " + name + " of " + p.a + " and " + p.b +
+                 ", which must both be f16 or both bf16");
+        if (row_vars_.size() != 1 || !HI::equal(args[1], row_ph(0)))
+            fail(who + " reads the matrix product " + name +
+                 " at another row than its own; products x(c, r) take one row variable");
+        if (!x_.empty() && x_ != name) fail(who + " reads " + name + " beside " + x_ + ": a chain reduces one x");
+        x_ = name;
+        x_type_ = p.dtype;
+        x_dims_ = 2;
+        product_ = p;
+        if (HI::equal(args[0], int_var(kCol))) {
+            axis_ = 0;
+            return fvar(kX);
+        }
+        if (HI::expr_uses_var(args[0], kCol))
+            fail(who + " reads " + name + " at a column computed from " + plan_.rvar +
+                 ": the product is read along the reduced axis as it is");
+        for (size_t g = 0; g < gathers_.size(); g++)
+            if (HI::equal(gathers_[g], args[0])) return fvar(kGather + std::to_string(g));
+        gathers_.push_back(args[0]);
+        return fvar(kGather + std::to_string(gathers_.size() - 1));
     }
 
     // Whether `args` are the row variables' placeholders, in order.
@@ -737,6 +846,8 @@ private:
     std::vector<Stage> stages_;
     std::vector<Output> outs_;
     std::vector<Expr> requirements_;  // the conditions of the Halide::require calls the values pass
+    std::optional<MatmulProduct> product_;  // x is a matrix product (the matmul-fed pattern)
+    std::vector<Expr> gathers_;  // the product's columns read by gathers, as kGather + index
     std::string x_;
     DType x_type_ = DType::F16;
     std::map<std::string, DType> other_inputs_;
@@ -862,13 +973,17 @@ RowChainShape strided_row_chain_shape(int64_t cols) {
 
 std::string row_chain_mismatch(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
     try {
-        Builder(plan, outputs).recognise();
+        Builder(plan, outputs).recognise_rows();
         return "";
     } catch (const CompileError &e) {
         const std::string prefix = plan.directive + ": the row-chain pattern cannot lower this group: ",
                           what = e.what();
         return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
     }
+}
+
+MatmulChainForm matmul_chain_form(const FusedPlan &plan, const std::vector<Halide::Func> &outputs) {
+    return Builder(plan, outputs).product_form();
 }
 
 tir::Program build_row_chain(const FusedPlan &plan, const std::vector<Halide::Func> &outputs, GpuArch arch,

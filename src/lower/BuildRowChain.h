@@ -7,6 +7,7 @@
  * Each block owns whole rows, laid out as row strips: a warp or the block per row with 16-byte
  * vectors per thread when the reduced axis is innermost; 32 consecutive rows per block, a column at
  * a time, when it is not. See docs/design/lowering.md, "Patterns". */
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,44 @@ RowChainShape strided_row_chain_shape(int64_t cols);
  * to 8; above 1, sm_90a): a warp per row takes four rows per block; rows longer than 32 elements per
  * thread (64 of 16 bits) loop over chunks (with a cluster, split). */
 RowChainShape row_chain_shape(DType dtype, int64_t cols, int threads, int cluster = 1);
+
+/** x of a chain that is a matrix product x(c, r) = sum_k a(k, r) * b(k, c) of two 2-D inputs of one
+ * 16-bit type: a[rows, depth] and b[cols, depth] (a language model's hidden states and vocabulary
+ * weights). Row strips do not lower it; the matmul-fed pattern does. */
+struct MatmulProduct {
+    std::string a, b;
+    DType dtype = DType::F16;  // I32 when the operands are not both f16 or both bf16 (refused)
+};
+
+/** A row chain over a matrix product as the row-chain analysis gives it, for the matmul-fed
+ * pattern's builder. Expressions are over placeholders: the element of the product at the column
+ * (`kChainX`), the column (`kChainCol`), the row (`kChainRow`), the product at the g-th gathered
+ * column (`kChainGather` + g: cross-entropy's logit of the label), the stages by their names (row
+ * values), inputs with a value per row read at the row, and extents as `<input>.extent.<d>`. */
+struct MatmulChainForm {
+    MatmulProduct product;
+    struct Stage {
+        const FusedStage *st;
+        std::string name;  // readable, unique; the stage's value in the expressions
+        Halide::Expr raw;  // the term, producers as the plan's symbols (the repair's variables)
+    };
+    std::vector<Stage> stages;  // dependence order
+    struct Output {
+        std::string tensor;
+        DType dtype;
+        Halide::Expr value;  // per row; NaN where a requirement of the algorithm fails
+    };
+    std::vector<Output> outputs;
+    std::vector<Halide::Expr> gathers;  // the gathered columns, over the row's placeholders
+    std::map<std::string, DType> row_inputs;  // inputs with a value per row (labels)
+};
+constexpr const char *kChainX = "x_t";
+constexpr const char *kChainCol = "rc.col";
+constexpr const char *kChainRow = "rc.flat";
+constexpr const char *kChainGather = "rc.gather.";
+
+/** The plan's chain over a matrix product; CompileError naming the construct when it is not one. */
+MatmulChainForm matmul_chain_form(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);
 
 /** The plan's row chain's form (see default_row_chain_shape). */
 RowChainForm row_chain_form(const FusedPlan &plan, const std::vector<Halide::Func> &outputs);

@@ -1,5 +1,6 @@
 #include "lower/Patterns.h"
 
+#include "lower/BuildMatmulChain.h"
 #include "lower/BuildRowChain.h"
 #include "lower/BuildTileProgram.h"
 #include "neptune/Error.h"
@@ -11,7 +12,14 @@ std::string base_name(const std::string &n) {
     return d == std::string::npos ? n : n.substr(0, d);
 }
 
-const char *pattern_name(PatternKind k) { return k == PatternKind::Attention ? "attention" : "row chain"; }
+const char *pattern_name(PatternKind k) {
+    switch (k) {
+    case PatternKind::Attention: return "attention";
+    case PatternKind::MatmulChain: return "matmul-fed chain";
+    case PatternKind::RowChain: return "row chain";
+    }
+    return "";
+}
 
 std::string PatternMatch::why() const {
     std::string s = "no pattern of the tile backend matches";
@@ -27,6 +35,12 @@ PatternMatch match_pattern(const FusedPlan &plan, const std::vector<Halide::Func
         m.kind = PatternKind::Attention;
         return m;
     }
+    const std::string product = matmul_chain_mismatch(plan, outputs);
+    if (product.empty()) {
+        m.matched = true;
+        m.kind = PatternKind::MatmulChain;
+        return m;
+    }
     const std::string rows = row_chain_mismatch(plan, outputs);
     if (rows.empty()) {
         m.matched = true;
@@ -34,6 +48,7 @@ PatternMatch match_pattern(const FusedPlan &plan, const std::vector<Halide::Func
         return m;
     }
     m.reasons = {std::string(pattern_name(PatternKind::Attention)) + ": " + attention,
+                 std::string(pattern_name(PatternKind::MatmulChain)) + ": " + product,
                  std::string(pattern_name(PatternKind::RowChain)) + ": " + rows};
     return m;
 }
@@ -42,6 +57,7 @@ tir::Program build_pattern(const FusedPlan &plan, const std::vector<Halide::Func
     const PatternMatch m = match_pattern(plan, outputs, opt);
     if (!m) throw CompileError(plan.directive + ": " + m.why());
     if (m.kind == PatternKind::Attention) return build_tile_program(plan, outputs, opt);
+    if (m.kind == PatternKind::MatmulChain) return build_matmul_chain(plan, outputs, opt);
     const RowChainForm form = row_chain_form(plan, outputs);
     RowChainShape shape = default_row_chain_shape(opt.arch, opt.dtype, opt.row_cols, form, opt.rows);
     if (!form.strided && (opt.row_threads || opt.row_cluster))

@@ -3,9 +3,10 @@
 /** \file
  * The patterns of the tile lowering: each recognises one kernel shape in a fused plan (and says why
  * not, in words a user can act on) and builds its tile program; the passes after the builder are
- * shared. Attention (Q·Kᵀ, row statistics, P·V) and row chains (reductions over the innermost axis
- * of one input: softmax, log-sum-exp, cross-entropy, LayerNorm, RMSNorm) are the patterns today, tried
- * in that order. See docs/design/lowering.md, "Patterns". */
+ * shared. Attention (Q·Kᵀ, row statistics, P·V), matmul-fed chains (row reductions of a matrix
+ * product that is never stored: linear + cross-entropy) and row chains (reductions over one axis of
+ * one input: softmax, log-sum-exp, cross-entropy, LayerNorm, RMSNorm) are the patterns, tried in
+ * that order. See docs/design/lowering.md, "Patterns". */
 #include <string>
 #include <vector>
 
@@ -13,8 +14,8 @@
 
 namespace neptune::internal {
 
-enum class PatternKind { Attention, RowChain };
-const char *pattern_name(PatternKind k);  // "attention", "row chain"
+enum class PatternKind { Attention, MatmulChain, RowChain };
+const char *pattern_name(PatternKind k);  // "attention", "matmul-fed chain", "row chain"
 
 /** Which pattern lowers a plan, or why none does. */
 struct PatternMatch {

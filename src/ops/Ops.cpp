@@ -95,6 +95,7 @@ const char *family_name(Family f) {
     case Family::RmsNorm: return "rmsnorm";
     case Family::RmsNormMatmul: return "rmsnorm_matmul";
     case Family::Performer: return "performer";
+    case Family::LinearCrossEntropy: return "linear_cross_entropy";
     }
     return "?";
 }

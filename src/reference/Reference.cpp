@@ -148,6 +148,22 @@ void performer_row(const OperatorInstance &in, const std::vector<HostTensor> &in
     }
 }
 
+// Linear + cross-entropy: the row's logits h[r] * weight^T in fp64, then log-sum-exp and the label's loss.
+void linear_cross_entropy_row(const OperatorInstance &in, const std::vector<HostTensor> &inputs,
+                              std::vector<HostTensor> &outputs, int64_t r) {
+    const int64_t V = in.seq, H = in.spec.hidden;
+    const double *h = find(inputs, "h").values.data() + r * H;
+    const double *w = find(inputs, "weight").values.data();
+    std::vector<double> logits(size_t(V), 0.0);
+    for (int64_t v = 0; v < V; v++)
+        for (int64_t k = 0; k < H; k++) logits[size_t(v)] += h[k] * w[v * H + k];
+    const SoftmaxStats st = row_stats(logits);
+    const double lse = st.max + std::log(st.sum);
+    const int64_t label = int64_t(find(inputs, "labels").values[size_t(r)]);
+    find(outputs, "lse").values[size_t(r)] = lse;
+    find(outputs, "loss").values[size_t(r)] = label == kIgnoreIndex ? 0.0 : lse - logits[size_t(label)];
+}
+
 void row_op(const OperatorInstance &in, const std::vector<HostTensor> &inputs, std::vector<HostTensor> &outputs,
             int64_t r) {
     const int64_t C = in.seq;
@@ -217,6 +233,7 @@ void compute_rows(const OperatorInstance &in, const std::vector<HostTensor> &inp
             performer_row(in, inputs, outputs, r, it->second);
             break;
         }
+        case Family::LinearCrossEntropy: linear_cross_entropy_row(in, inputs, outputs, r); break;
         default: row_op(in, inputs, outputs, r); break;
         }
     }

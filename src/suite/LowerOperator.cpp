@@ -1,5 +1,6 @@
 #include "suite/LowerOperator.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/SplitChunks.h"
@@ -47,6 +48,56 @@ OperatorLowering lower_row_operator(const OperatorInstance &inst, const Lowering
     return out;
 }
 
+// Linear + cross-entropy: the matmul-fed pattern, h [rows, depth] and weight [cols, depth].
+OperatorLowering lower_matmul_operator(const OperatorInstance &inst, const LoweringChoices &c) {
+    const OperatorSpec &spec = inst.spec;
+    const int64_t rows = inst.batch, cols = inst.seq, depth = spec.hidden;
+    if (depth % 8)
+        throw CompileError(spec.name + ": a hidden size of " + std::to_string(depth) +
+                           "; the kernels copy rows in 16-byte pieces and need a multiple of 8");
+    for (const char *t : {"h", "weight"})
+        if (inst.input(t).numel() > int64_t(INT32_MAX))
+            throw CompileError(spec.name + ": " + t +
+                               " has more than 2^31 - 1 elements, which the kernels' 32-bit "
+                               "offsets do not address: split the call");
+    LowerOptions lo;
+    lo.arch = c.arch;
+    lo.dtype = spec.dtype;
+    // sm_90a: two consumer warpgroups of 64 rows on wgmma, fed by a TMA producer through 4 stages of
+    // 64-column chunks (16 KB of h and 16 KB of weight each). TMA reads 64-column boxes, so the hidden
+    // size must be a multiple of 64; other sizes and sm_80 take mma.sync with cp.async.
+    lo.wgmma = c.arch == GpuArch::Sm90a && depth % 64 == 0 && c.wgmma != 0;
+    if (c.wgmma == 1 && !lo.wgmma)
+        throw CompileError(spec.name + ": wgmma needs sm_90a and a hidden size that is a multiple of 64");
+    lo.warps = lo.wgmma ? 8 : 4;
+    lo.block_n = 128;
+    lo.stages = lo.wgmma ? 4 : 3;
+    lo.min_blocks_per_sm = lo.wgmma ? 1 : 0;
+    if (c.warps) lo.warps = c.warps;
+    if (c.block_n) lo.block_n = c.block_n;
+    if (c.stages) lo.stages = c.stages;
+    if (c.min_blocks >= 0) lo.min_blocks_per_sm = c.min_blocks;
+    // Few row tiles leave SMs idle: split the vocabulary into chunks so that about one wave of blocks
+    // (132 SMs on the H100 and H200) runs, each chunk's states merged by the derived repair.
+    const int64_t row_tiles = (rows + 16 * lo.warps - 1) / (16 * lo.warps);
+    const int64_t col_tiles = (cols + lo.block_n - 1) / lo.block_n;
+    int64_t chunks = c.vocab_chunks > 0 ? c.vocab_chunks : (132 + row_tiles / 2) / row_tiles;
+    chunks = std::max<int64_t>(1, std::min(chunks, col_tiles));
+    const algorithms::OperatorFuncs funcs = algorithms::build(spec);
+    algorithms::FusionChoice choice;
+    choice.tile = lo.block_n;
+    if (chunks > 1) {
+        choice.variant = algorithms::FusionVariant::SplitK;
+        choice.chunks = int(chunks);
+    }
+    const std::vector<FusedReduction> groups = algorithms::fuse_operator(spec, funcs, choice);
+    OperatorLowering out;
+    out.ints = {{"rows", rows}, {"cols", cols}, {"depth", depth}};
+    if (chunks > 1) out.ints["chunks"] = chunks;
+    out.program = lower_to_tiles(groups.at(0).plan(), funcs.outputs, lo);
+    return out;
+}
+
 }  // namespace
 
 OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoices &c) {
@@ -55,10 +106,11 @@ OperatorLowering lower_operator(const OperatorInstance &inst, const LoweringChoi
     if (f == Family::Softmax || f == Family::LogSumExp || f == Family::CrossEntropy || f == Family::LayerNorm ||
         f == Family::RmsNorm)
         return lower_row_operator(inst, c);
+    if (f == Family::LinearCrossEntropy) return lower_matmul_operator(inst, c);
     if (spec.family != Family::Attention)
         throw CompileError(spec.name +
                            ": the tile backend lowers attention and row-wise operators (softmax, "
-                           "logsumexp, cross_entropy, layernorm, rmsnorm) for now");
+                           "logsumexp, cross_entropy, layernorm, rmsnorm, and linear_cross_entropy) for now");
     const AttentionSpec &a = spec.attention;
     const int group = a.q_heads / a.kv_heads;
     const bool windowed = a.mask == Mask::Window;

@@ -28,6 +28,8 @@ struct LoweringChoices {
     // decode: above 0, every chunk a run of this many KV tiles and as many chunks as the longest
     // sequence needs (overriding `chunks`): a sequence's result is then the same bit for bit in any batch
     int chunk_tiles = 0;
+    int vocab_chunks =
+        0;  // linear + cross-entropy: blocks sharing a row tile's vocabulary (split-K; 1 none), 0: by shape
     int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none
     int wgmma = -1;  // sm_90a: 1 forces the wgmma path (CompileError if it cannot), 0 keeps mma.sync
     int overlap = -1;  // wgmma: 0 none, 1 async dots overlap the softmax, 2 and warpgroups take turns

@@ -169,12 +169,14 @@ Stmt make_reduce(const std::string &dst, ReduceOp op, const std::string &src) {
     return n;
 }
 
-Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b) {
+Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b,
+              Halide::Expr restart) {
     auto n = node(NodeKind::TileDot);
     n->dst = acc;
     n->a = a;
     n->b = b;
     n->transpose_b = transpose_b;
+    n->restart = std::move(restart);
     return n;
 }
 
@@ -347,7 +349,7 @@ Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
 Stmt with_exprs(const Stmt &s, const std::function<Halide::Expr(const Halide::Expr &)> &f, bool with_body) {
     return with(s, [&](Node &n) {
         for (Halide::Expr *e : {&n.base, &n.row_stride, &n.col_stride, &n.valid_rows, &n.valid_cols, &n.value, &n.batch,
-                                &n.head, &n.row, &n.ring, &n.begin, &n.end, &n.cond, &n.rank})
+                                &n.head, &n.row, &n.ring, &n.begin, &n.end, &n.cond, &n.rank, &n.restart})
             if (e->defined()) *e = f(*e);
         if (with_body)
             for (Stmt &b : n.body) b = with_exprs(b, f, true);

@@ -264,6 +264,8 @@ struct Node {
         // (loads of that tile before it), which picks the buffer and barrier phase
     MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)
     bool accumulate = true;  // TileDot: false ignores acc's old value (a fused Fill(acc, 0))
+    Halide::Expr restart;  // TileDot: where this scalar condition holds, acc's old value is ignored too
+        // (a new accumulation starts: wgmma's run-time scale-d, not a Fill that would touch acc)
     bool async = false;  // TileDot: retired by a later DotWait (set by overlap_dots)
     int pending = 0;  // DotWait
     TurnMode turn = TurnMode::Take;  // WarpgroupTurn
@@ -293,7 +295,9 @@ Stmt make_fill(const std::string &dst, float value);
 Stmt make_map(const std::string &dst, Halide::Expr value, const std::string &note = "");
 Stmt make_row_map(const std::string &dst, Halide::Expr value, const std::string &note = "");
 Stmt make_reduce(const std::string &dst, ReduceOp op, const std::string &src);
-Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b);
+/** acc = a * b (^T) + (acc, unless `restart` holds). */
+Stmt make_dot(const std::string &acc, const std::string &a, const std::string &b, bool transpose_b,
+              Halide::Expr restart = Halide::Expr());
 Stmt make_convert(const std::string &dst, const std::string &src);
 Stmt make_loop(const std::string &var, Halide::Expr begin, Halide::Expr end, std::vector<std::string> carried,
                Block body);

@@ -604,6 +604,7 @@ private:
     }
 
     void dot(const Stmt &s) {
+        const bool keep = s->accumulate && !(s->restart.defined() && index(s->restart) != 0);
         Value &acc = values_.at(s->dst);
         const Value &a = values_.at(s->a), &b = values_.at(s->b);
         const int depth = a.type.cols, bcols = b.type.cols;
@@ -615,7 +616,7 @@ private:
                     sum += a.data[size_t(m * depth + kk)] * y;
                 }
                 float &d = acc.data[size_t(m * acc.type.cols + n)];
-                d = (s->accumulate ? d : 0.0f) + sum;
+                d = (keep ? d : 0.0f) + sum;
             }
     }
 

@@ -58,7 +58,8 @@ std::string head(const Node &n) {
                                       : n.dst + " = " + n.dst + " + row_sum(" + n.src + ")") +
                bounds(n);
     case NodeKind::TileDot:
-        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")");
+        return n.dst + (n.accumulate ? " += " : " = ") + "dot(" + n.a + ", " + n.b + (n.transpose_b ? "^T)" : ")") +
+               (n.restart.defined() ? ", restarting where " + expr(n.restart) : "");
     case NodeKind::Convert:
         return n.dst + " = convert(" + n.src + (n.valid_rows.defined() ? ", valid rows " + expr(n.valid_rows) : "") +
                ")";

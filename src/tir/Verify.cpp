@@ -82,6 +82,9 @@ public:
         }
         for (const auto &[name, type] : k_.values) check_declaration(name, type);
         block(k_.body);
+        const std::vector<const Node *> left = flow(k_.body, {});
+        if (!left.empty())
+            fail(nullptr, "the asynchronous dot into '" + left.back()->dst + "' is not retired before the kernel ends");
     }
 
 private:
@@ -246,6 +249,7 @@ private:
 
     void check_dot(const Stmt &s) const {
         const TileType &acc = value(s, s->dst), &a = value(s, s->a), &b = value(s, s->b);
+        if (s->restart.defined()) check_index(s, s->restart, "restart condition");
         if (!is_accumulator(acc))
             fail(s, "the dot's accumulator must be an f32 mma-accumulator tile, not " + acc.str());
         const bool wgmma = s->mma == MmaKind::Wgmma;
@@ -506,24 +510,57 @@ private:
             if (!s) fail(nullptr, "a statement is null");
             stmt(s);
         }
-        check_async(b, {});
     }
 
-    // ---- Asynchronous dots: untouched until retired, and retired in the block that issues them ----
+    // ---- Asynchronous dots: untouched until retired ----------------------------------------------
+    //
+    // The dots in flight after `b`, given those in flight before it. A dot issued under a condition (or
+    // a merge) is retired there; a loop may leave dots in flight at the end of its body, which are then
+    // in flight at the start of the next iteration and after the loop (a mainloop keeps the tensor
+    // cores fed that way). While a dot is in flight nothing touches its accumulator, except a later
+    // asynchronous wgmma accumulating into it (the hardware chains dots on one accumulator in issue
+    // order), and nothing overwrites its operands, except a ring load or release at a ring position
+    // (a load fills another buffer of the ring; a release hands back the buffer of its position, which
+    // the pass that places it puts after the wait that retires that buffer's reader).
+    using InFlight = std::vector<const Node *>;
 
-    void check_async(const Block &b, std::vector<const Node *> in_flight) const {
+    static InFlight merged(InFlight a, const InFlight &b) {
+        for (const Node *d : b)
+            if (std::find(a.begin(), a.end(), d) == a.end()) a.push_back(d);
+        return a;
+    }
+
+    InFlight flow(const Block &b, InFlight in_flight) const {
         for (const Stmt &s : b) {
-            if (s->kind == NodeKind::DotWait) {
+            switch (s->kind) {
+            case NodeKind::DotWait: {
                 const size_t keep = std::min(in_flight.size(), size_t(s->pending));
                 in_flight.erase(in_flight.begin(), in_flight.end() - long(keep));
                 continue;
             }
+            case NodeKind::CarriedLoop: {
+                const InFlight once = flow(s->body, in_flight);
+                in_flight = merged(in_flight, flow(s->body, merged(in_flight, once)));
+                continue;
+            }
+            case NodeKind::IfThen:
+            case NodeKind::LastArrival:
+            case NodeKind::ClusterMerge:
+                for (const Node *d : flow(s->body, in_flight))
+                    if (std::find(in_flight.begin(), in_flight.end(), d) == in_flight.end())
+                        fail(s,
+                             "the asynchronous dot into '" + d->dst + "' is not retired in the block that issues it");
+                continue;
+            default: break;
+            }
             std::set<std::string> writes, reads;
             tir::effects(*s, writes, reads, true);
+            const bool chained = s->kind == NodeKind::TileDot && s->async && s->accumulate;
+            const bool ring_op = (s->kind == NodeKind::TileLoad || s->kind == NodeKind::Release) && s->ring.defined();
             for (const Node *d : in_flight) {
-                if (writes.count(d->dst) || reads.count(d->dst))
+                if (!(chained && s->dst == d->dst) && (writes.count(d->dst) || reads.count(d->dst)))
                     fail(s, "touches '" + d->dst + "' while the asynchronous dot writing it is in flight");
-                if (writes.count(d->a) || writes.count(d->b))
+                if (!ring_op && (writes.count(d->a) || writes.count(d->b)))
                     fail(s,
                          "overwrites an operand of the asynchronous dot into '" + d->dst + "' while it is in flight");
             }
@@ -532,9 +569,7 @@ private:
                 in_flight.push_back(s.get());
             }
         }
-        if (!in_flight.empty())
-            fail(nullptr, "the asynchronous dot into '" + in_flight.back()->dst +
-                              "' is not retired in the block that issues it");
+        return in_flight;
     }
 };
 

@@ -56,12 +56,16 @@ TEST_CASE("patterns: each operator of the suite matches its pattern, or says why
         CHECK(m.matched);
         CHECK(m.kind == internal::PatternKind::RowChain);
     }
-    // Performer's groups read two inputs in a dot: neither pattern; one reason per pattern.
+    const internal::PatternMatch lce = match_operator("linear_cross_entropy");
+    CHECK(lce.matched);
+    CHECK(lce.kind == internal::PatternKind::MatmulChain);
+    // Performer's groups read two inputs in a dot: no pattern; one reason per pattern.
     const internal::PatternMatch m = match_operator("performer");
     CHECK(!m.matched);
-    REQUIRE(m.reasons.size() == 2);
+    REQUIRE(m.reasons.size() == 3);
     CHECK(contains(m.reasons[0], "attention: "));
-    CHECK(contains(m.reasons[1], "row chain: "));
+    CHECK(contains(m.reasons[1], "matmul-fed chain: "));
+    CHECK(contains(m.reasons[2], "row chain: "));
     CHECK(contains(m.why(), "no pattern of the tile backend matches"));
 }
 
