@@ -23,6 +23,7 @@ public:
     double time_once() override { return op_.time(1, 0).median_ms; }
     std::string describe() const override { return op_.describe(); }
     std::string dump() const override { return op_.tile_program() + "\n" + op_.cuda_source() + "\n"; }
+    std::optional<double> extra_bytes() const override { return double(op_.workspace_bytes()); }
 
 private:
     GpuOperator op_;

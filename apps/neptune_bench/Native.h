@@ -5,6 +5,7 @@
  * kernels, the unfused cuBLAS path, and the slot for the unfused algorithm compiled by Halide's CUDA
  * backend. Each runs once to be checked, then all are timed interleaved (CUDA events, L2 flushed). */
 #include <functional>
+#include <optional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,8 @@ public:
     virtual std::string describe() const = 0;
     /** The generated code, where there is some (Neptune: the tile program and the CUDA source). */
     virtual std::string dump() const { return ""; }
+    /** Device memory a call needs beyond its inputs and outputs, where known. */
+    virtual std::optional<double> extra_bytes() const { return std::nullopt; }
 };
 
 /** A native implementation by name; `make` throws Unsupported when it cannot run `inst`. */

@@ -231,6 +231,7 @@ PointResult measure_point(const OperatorInstance &inst, const PointOptions &opt,
         if (!pass) fmt::print("  {}\n", e.describe(inst.outputs[o]));
     }
     nres.supported = true;
+    nres.peak_extra_bytes = neptune->extra_bytes();
     measure_errors(nres, inst, common, nout, ref, nullptr);
     if (!ok) {
         nres.correct = false;

@@ -1,3 +1,4 @@
+#include <functional>
 #include "codegen/CodeGenCuda.h"
 
 #include <cmath>
@@ -132,14 +133,17 @@ private:
         for (const auto &[name, off] : layout_.full_barrier)
             for (int b = 0; b < layout_.buffers.at(name); b++)
                 line("nd::mbarrier_init(" + ident(name) + "_full + " + std::to_string(b) + ", 1);");
+        // A multicast tile's buffer is written by every block of the cluster: it is empty once the compute
+        // warps of all of them released it.
         for (const auto &[name, off] : layout_.empty_barrier)
             for (int b = 0; b < layout_.buffers.at(name); b++)
                 line("nd::mbarrier_init(" + ident(name) + "_empty + " + std::to_string(b) + ", " +
-                     std::to_string(k_.warps) + ");");
+                     std::to_string(k_.warps * std::max(1, multicast_of(name))) + ");");
         line("nd::fence_barrier_init();");
         indent_--;
         line("}");
-        line("__syncthreads();");
+        // With multicast loads, a block's barriers must be ready before its cluster's producers copy into it.
+        line(multicasts() ? "nd::cluster_sync();" : "__syncthreads();");
         line("if (warp_all < " + std::to_string(k_.producer_warps) + ") {");
         indent_++;
         if (k_.producer_registers) line("nd::setmaxnreg_dec<" + std::to_string(k_.producer_registers) + ">();");
@@ -159,6 +163,26 @@ private:
         for (const Stmt &s : k_.body) stmt(s, nullptr);
         indent_--;
         line("}");
+        // No block leaves while its cluster's producers may still copy into it or arrive on its barriers.
+        if (multicasts()) line("nd::cluster_sync();");
+    }
+
+    // The blocks a ring tile's loads are multicast to (0: not multicast).
+    int multicast_of(const std::string &tile) const {
+        int n = 0;
+        std::function<void(const Block &)> scan = [&](const Block &b) {
+            for (const Stmt &s : b) {
+                if (s->kind == NodeKind::TileLoad && s->dst == tile) n = std::max(n, s->multicast);
+                scan(s->body);
+            }
+        };
+        scan(k_.body);
+        return n > 1 ? n : 0;
+    }
+    bool multicasts() const {
+        for (const auto &[name, off] : layout_.empty_barrier)
+            if (multicast_of(name)) return true;
+        return false;
     }
 
     // TMA copies in the compute warps' own loops (pipeline_loads): one full barrier per buffer, which
@@ -243,6 +267,12 @@ private:
             line("nd::mbarrier_wait(" + ident(n.dst) + "_empty + " + stage + ", " + ident(n.dst) + "_phase ^ 1u);");
         line("nd::mbarrier_arrive_expect_tx(" + ident(n.dst) + "_full + " + stage + ", " +
              std::to_string(tile_bytes(t)) + ");");
+        if (n.multicast > 1) {  // this block's share of the rows, into every block of the cluster
+            line("nd::tma_load_tile_multicast<" + std::to_string(n.multicast) + ">(" + ident(n.dst) + "_buf(" + stage +
+                 "), " + ident(map_of(n).name) + ", " + scalar(n.row) + ", " + scalar(n.head) + ", " + scalar(n.batch) +
+                 ", " + ident(n.dst) + "_full + " + stage + ");");
+            return;
+        }
         line("nd::tma_load_tile(" + ident(n.dst) + "_buf(" + stage + "), " + ident(map_of(n).name) + ", " +
              scalar(n.row) + ", " + scalar(n.head) + ", " + scalar(n.batch) + ", " + ident(n.dst) + "_full + " + stage +
              ");");
@@ -606,8 +636,12 @@ private:
         case NodeKind::Release:
             if (!layout_.empty_barrier.count(n.src)) throw InternalError("emit_cuda: release of a tile outside a ring");
             line("__syncwarp();");
-            // The buffer of the release's ring position (a mainloop releases the previous iteration's).
-            line("if (nd::lane_id() == 0) nd::mbarrier_arrive(" + ident(n.src) + "_empty + " +
+            // The buffer of the release's ring position (a mainloop releases the previous iteration's); a
+            // multicast tile's in every block of the cluster, whose producers all write it.
+            line("if (nd::lane_id() == 0) nd::" +
+                 (multicast_of(n.src) ? "mbarrier_arrive_cluster<" + std::to_string(multicast_of(n.src)) + ">"
+                                      : std::string("mbarrier_arrive")) +
+                 "(" + ident(n.src) + "_empty + " +
                  (n.ring.defined() ? "(" + scalar(n.ring) + ") % " + std::to_string(k_.pipeline_stages)
                                    : ident(n.src) + "_stage") +
                  ");");

@@ -26,8 +26,13 @@ BuiltStages build_extern_stages(const FusedGroup &g, const std::vector<Halide::F
     IsolatedGroup iso = isolate_group(g, outputs, opt.extents);
     const std::string where = describe_group(g, outputs.at(0));
     refuse_unlowerable(iso.group.plan, iso.outputs, where);
-    if (match_pattern(iso.group.plan, iso.outputs).kind == PatternKind::RowChain)
-        return build_row_chain_stage(g, iso, opt);
+    const PatternKind kind = match_pattern(iso.group.plan, iso.outputs).kind;
+    if (kind == PatternKind::MatmulChain)
+        throw CompileError(where +
+                           ": a chain over a matrix product (the matmul-fed pattern, e.g. linear + cross-entropy) "
+                           "has no extern stage yet; run it through lower_to_cpu and Halide's own schedules, or "
+                           "neptune_bench's linear_cross_entropy for Neptune's kernels");
+    if (kind == PatternKind::RowChain) return build_row_chain_stage(g, iso, opt);
     return build_attention_stage(g, iso, opt);
 }
 

@@ -58,6 +58,7 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.fold_combine = opt.fold_combine;
     c.cluster_merge = opt.cluster_merge;
     c.tma_loads = opt.tma_loads;
+    c.multicast = opt.multicast;
     c.row_threads = opt.row_threads;
     c.row_cluster = opt.row_cluster;
     return c;
@@ -309,6 +310,12 @@ GpuTiming GpuOperator::time(int repeats, int warmup) {
 
 const std::string &GpuOperator::tile_program() const { return impl_->ir_text; }
 const std::string &GpuOperator::cuda_source() const { return impl_->source; }
+
+size_t GpuOperator::workspace_bytes() const {
+    size_t n = 0;
+    for (const tir::Workspace &w : impl_->program.workspaces) n += impl_->bytes.at(w.name);
+    return n;
+}
 
 std::string GpuOperator::describe() const {
     std::ostringstream os;

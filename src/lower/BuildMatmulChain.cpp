@@ -152,8 +152,13 @@ private:
         // columns addresses it by (0, kk, row); b likewise.
         const Expr chunks = (int_var("depth") + kDepthChunk - 1) / kDepthChunk;
         for (const auto &[t, rows] : {std::pair{p.a, "rows"}, std::pair{p.b, "cols"}})
-            k.views[t] = {Expr(1),          chunks, int_var(rows), Expr(kDepthChunk), int_var("depth"),
-                          Expr(kDepthChunk), int_var(rows) * int_var("depth")};
+            k.views[t] = {Expr(1),
+                          chunks,
+                          int_var(rows),
+                          Expr(kDepthChunk),
+                          int_var("depth"),
+                          Expr(kDepthChunk),
+                          int_var(rows) * int_var("depth")};
     }
 
     void add_outputs(Kernel &k, Block &b) const {
@@ -233,9 +238,8 @@ private:
         const Expr c0 = kk * kDepthChunk, cols_in_chunk = Halide::min(kDepthChunk, int_var("depth") - c0);
         Block step;
         const MatmulProduct &p = f_.product;
-        step.push_back(make_view_load("a_s", p.a, Expr(0), kk, int_var("r0"),
-                                      int_var("r0") * int_var("depth") + c0, int_var("depth"), int_var("valid_rows"),
-                                      cols_in_chunk));
+        step.push_back(make_view_load("a_s", p.a, Expr(0), kk, int_var("r0"), int_var("r0") * int_var("depth") + c0,
+                                      int_var("depth"), int_var("valid_rows"), cols_in_chunk));
         step.push_back(make_view_load("b_s", p.b, Expr(0), kk, j * bn(), j * bn() * int_var("depth") + c0,
                                       int_var("depth"), int_var("cols") - j * bn(), cols_in_chunk));
         step.push_back(make_convert("a_a", "a_s"));

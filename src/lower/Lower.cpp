@@ -12,6 +12,7 @@
 #include "lower/FoldConstantScales.h"
 #include "lower/HoistRowInvariants.h"
 #include "lower/LayOutCombine.h"
+#include "lower/MulticastLoads.h"
 #include "lower/OverlapDots.h"
 #include "lower/Patterns.h"
 #include "lower/PipelineDots.h"
@@ -126,6 +127,8 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
         log("specialize_warps", p);
         p = each_kernel(p, pipeline_dots);  // needs specialize_warps' rings
         log("pipeline_dots", p);
+        p = each_kernel(p, [&](const tir::Kernel &k) { return multicast_loads(k, opt.multicast); });
+        log("multicast_loads", p);
         p = each_kernel(p, [&](const tir::Kernel &k) {
             return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion);
         });

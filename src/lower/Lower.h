@@ -35,6 +35,7 @@ struct LowerOptions {
     int tma_l2_promotion = 256;  // bytes the L2 fetches per TMA miss (0, 64, 128, 256)
     int64_t row_cols = 0;  // row chains: the row length when known (picks the kernel shape); 0: any
     int64_t rows = 0;  // row chains: the number of rows when known (few long rows split); 0: any
+    int multicast = 1;  // sm_90a warp-specialized kernels: blocks per cluster sharing a tile's copy (multicast_loads)
     int row_threads = 0;  // row chains: threads per row, a power of two from 32 to 1024 (0: by length)
     int row_cluster = 0;  // row chains: blocks per row, 1 to 8 (above 1: sm_90a clusters; 0: by length)
 };

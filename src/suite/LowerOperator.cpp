@@ -64,19 +64,28 @@ OperatorLowering lower_matmul_operator(const OperatorInstance &inst, const Lower
     lo.arch = c.arch;
     lo.dtype = spec.dtype;
     // sm_90a: two consumer warpgroups of 64 rows on wgmma, fed by a TMA producer through 4 stages of
-    // 64-column chunks (16 KB of h and 16 KB of weight each). TMA reads 64-column boxes, so the hidden
-    // size must be a multiple of 64; other sizes and sm_80 take mma.sync with cp.async.
+    // 64-column chunks (16 KB of h and 24 KB of weight each). TMA reads 64-column boxes, so the hidden
+    // size must be a multiple of 64; other sizes and sm_80 take mma.sync with cp.async. Tiles of 192
+    // vocabulary columns: 8192 x 128256 x 4096 on an H100, 541 TFLOP/s against 495 with 128 (2026-12-06,
+    // docs/performance.md); 256 spills the accumulator and the term tile.
     lo.wgmma = c.arch == GpuArch::Sm90a && depth % 64 == 0 && c.wgmma != 0;
     if (c.wgmma == 1 && !lo.wgmma)
         throw CompileError(spec.name + ": wgmma needs sm_90a and a hidden size that is a multiple of 64");
     lo.warps = lo.wgmma ? 8 : 4;
-    lo.block_n = 128;
+    lo.block_n = lo.wgmma ? 192 : 128;
     lo.stages = lo.wgmma ? 4 : 3;
     lo.min_blocks_per_sm = lo.wgmma ? 1 : 0;
     if (c.warps) lo.warps = c.warps;
     if (c.block_n) lo.block_n = c.block_n;
     if (c.stages) lo.stages = c.stages;
     if (c.min_blocks >= 0) lo.min_blocks_per_sm = c.min_blocks;
+    // Two row tiles per cluster share each weight tile's copy from L2 (TMA multicast): a block's tile of
+    // 128 x 192 logits reads 1 MB of h and 1.5 MB of weight per 201 MFLOP; shared, 1.75 MB. On an H100,
+    // 561 TFLOP/s against 538 unshared (2026-12-06).
+    if (c.multicast < 0 || c.multicast > 4)
+        throw CompileError(spec.name + ": --multicast takes 1 to 4 row tiles per cluster, not " +
+                           std::to_string(c.multicast));
+    lo.multicast = lo.wgmma ? (c.multicast ? c.multicast : 2) : 1;
     // Few row tiles leave SMs idle: split the vocabulary into chunks so that about one wave of blocks
     // (132 SMs on the H100 and H200) runs, each chunk's states merged by the derived repair.
     const int64_t row_tiles = (rows + 16 * lo.warps - 1) / (16 * lo.warps);

@@ -28,6 +28,7 @@ struct LoweringChoices {
     // decode: above 0, every chunk a run of this many KV tiles and as many chunks as the longest
     // sequence needs (overriding `chunks`): a sequence's result is then the same bit for bit in any batch
     int chunk_tiles = 0;
+    int multicast = 0;  // linear + cross-entropy, sm_90a: row tiles per cluster sharing weight tiles (1 none), 0: 2
     int vocab_chunks =
         0;  // linear + cross-entropy: blocks sharing a row tile's vocabulary (split-K; 1 none), 0: by shape
     int min_blocks = -1;  // __launch_bounds__ blocks per SM; 0: none

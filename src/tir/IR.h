@@ -260,6 +260,8 @@ struct Node {
     Halide::Expr rank;  // cluster loads (TileLoad, RowLoad from shared tile `src`): the block read
     CopyKind copy = CopyKind::Sync;  // TileLoad (set by pipeline_loads or specialize_warps)
     int stage = -1;  // TileLoad in a pipelined loop: which buffer (set by pipeline_loads)
+    int multicast = 0;  // TMA ring TileLoad: above 1, the tile is the same in this many blocks of a cluster,
+        // and each block's producer copies rows/multicast of it into every block's buffer (multicast_loads)
     Halide::Expr ring;  // TileLoad (Tma) and Release of a ring tile: the load's position in the ring
         // (loads of that tile before it), which picks the buffer and barrier phase
     MmaKind mma = MmaKind::MmaSync;  // TileDot (set by select_mma)

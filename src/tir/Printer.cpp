@@ -95,6 +95,7 @@ std::string comment(const Node &n) {
         if (n.copy == CopyKind::CpAsync) copy = "cp.async";
         if (n.copy == CopyKind::Tma) copy = "tma";
         if (n.stage >= 0) copy += (copy.empty() ? "" : " ") + std::string("stage ") + std::to_string(n.stage);
+        if (n.multicast > 1) copy += ", multicast to " + std::to_string(n.multicast) + " blocks";
         if (!copy.empty()) parts.push_back(copy);
     }
     if (n.kind == NodeKind::TileDot && n.mma == MmaKind::Wgmma) parts.push_back(n.async ? "wgmma, async" : "wgmma");

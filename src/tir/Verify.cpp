@@ -375,6 +375,17 @@ private:
                     fail(s, "a warp-rows load reads 16-byte rows: base and row stride must be multiples of 4");
                 // (A swizzled tile is TMA-loaded only from specialize_warps on, which follows select_mma.)
                 if (s->copy == CopyKind::Tma && !is_swizzled(dst)) fail(s, "TMA copies fill swizzled shared tiles");
+                if (s->multicast > 1) {
+                    const auto *cluster =
+                        k_.cluster_x.defined() ? k_.cluster_x.as<Halide::Internal::IntImm>() : nullptr;
+                    if (s->copy != CopyKind::Tma || !s->ring.defined() || !k_.producer_warps)
+                        fail(s, "only the producer's TMA ring loads multicast");
+                    if (!cluster || cluster->value != s->multicast)
+                        fail(s, "a load multicast to " + std::to_string(s->multicast) +
+                                    " blocks needs clusters of that many blocks");
+                    if (dst.rows % (8 * s->multicast))
+                        fail(s, "each block copies a multiple of 8 of the tile's rows (the swizzle's period)");
+                }
                 if (s->copy == CopyKind::Tma) {
                     check_index(s, s->batch, "batch");
                     check_index(s, s->head, "head");
@@ -383,8 +394,12 @@ private:
                         fail(s, "a TMA load needs the tensor's [batch, heads, rows, cols] view");
                     bool mapped = false;
                     for (const TensorMap &m : k_.tensor_maps)
-                        mapped = mapped || (m.tensor == s->tensor && m.box_rows == dst.rows);
-                    if (!mapped) fail(s, "no tensor map of '" + s->tensor + "' has boxes of this tile's rows");
+                        mapped =
+                            mapped || (m.tensor == s->tensor && m.box_rows == dst.rows / std::max(1, s->multicast));
+                    if (!mapped)
+                        fail(s, "no tensor map of '" + s->tensor +
+                                    "' has boxes of this tile's rows (per block of a "
+                                    "multicast)");
                     // Without producer warps a thread of the block issues the copies stages - 1 iterations
                     // ahead in the loop that consumes them (pipeline_loads): no ring protocol, no releases.
                     if (!k_.producer_warps && (!loop_ || k_.pipeline_stages < 2 || s->ring.defined()))

@@ -29,8 +29,8 @@ void run(const Case &c) {
     s.hidden = c.hidden;
     const OperatorInstance inst = instantiate(s, c.tokens, c.vocab);
     const std::string dtype = dtype_name(c.dtype), arch = c.arch.empty() ? "device arch" : c.arch;
-    INFO(c.tokens << " tokens, vocab " << c.vocab << ", hidden " << c.hidden << ", " << c.chunks << " chunks, "
-                  << dtype << ", " << arch);
+    INFO(c.tokens << " tokens, vocab " << c.vocab << ", hidden " << c.hidden << ", " << c.chunks << " chunks, " << dtype
+                  << ", " << arch);
     GpuOptions opt;
     opt.arch = c.arch;
     opt.chunks = c.chunks;
@@ -47,8 +47,14 @@ void run(const Case &c) {
 
 TEST_CASE("gpu linear + cross-entropy: odd shapes on the device's path match the fp64 reference") {
     const std::vector<Case> cases = {
-        {1, 1000, 64},  {7, 1031, 128},  {300, 1031, 128, 3}, {1000, 5000, 512}, {64, 32000, 4096},
-        {7, 1000, 136}, {300, 1031, 256, 0, DType::BF16},      {1000, 5000, 512, 1},
+        {1, 1000, 64},
+        {7, 1031, 128},
+        {300, 1031, 128, 3},
+        {1000, 5000, 512},
+        {64, 32000, 4096},
+        {7, 1000, 136},
+        {300, 1031, 256, 0, DType::BF16},
+        {1000, 5000, 512, 1},
     };
     for (const Case &c : cases) run(c);
 }

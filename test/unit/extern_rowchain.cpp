@@ -199,3 +199,9 @@ TEST_CASE("extern stage: a middle axis and rows of several dimensions take every
     CHECK(ce["buffers"][1]["name"] == "ce_labels");
     CHECK(ce["buffers"][1]["dims"] == json({"rows", "rows2"}));
 }
+
+TEST_CASE("extern stage: a chain over a matrix product is refused by name, with what to do instead") {
+    const algorithms::OperatorFuncs f = fused("linear_cross_entropy");
+    CHECK_THROWS_WITH_AS(compile_gpu(f.outputs, jit("sm_90a")), doctest::Contains("has no extern stage yet"),
+                         CompileError);
+}

@@ -38,6 +38,18 @@ NEPTUNE_DEVICE_INLINE void mbarrier_arrive_expect_tx(unsigned long long *bar, un
 NEPTUNE_DEVICE_INLINE void mbarrier_arrive(unsigned long long *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" : : "r"(smem_address(bar)) : "memory");
 }
+/** Arrives once on the barrier at `bar`'s offset in each of the cluster's first N blocks (this one
+ * included): a buffer that all of them write (a multicast tile) is free once all of them released it. */
+template <int N>
+NEPTUNE_DEVICE_INLINE void mbarrier_arrive_cluster(unsigned long long *bar) {
+    const unsigned local = smem_address(bar);
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+        unsigned remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(r));
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" : : "r"(remote) : "memory");
+    }
+}
 /** Returns once the phase of parity `parity` has completed (a fresh barrier is in phase 0, so a
  * wait for parity 1 returns at once: the first pass through a ring of empty buffers). */
 NEPTUNE_DEVICE_INLINE void mbarrier_wait(unsigned long long *bar, unsigned parity) {
@@ -124,6 +136,34 @@ NEPTUNE_DEVICE_INLINE void tma_load_tile(swizzled_tile<T, ROWS, COLS> dst, const
                                          int batch, unsigned long long *bar) {
 #pragma unroll
     for (int b = 0; b < COLS / 64; ++b) tma_load_4d(dst.ptr + b * ROWS * 64, map, bar, 64 * b, row0, head, batch);
+}
+
+/** As tma_load_4d, the box landing at the same offset in the shared memory of the cluster's blocks
+ * in `mask`, each of whose barriers at `bar`'s offset counts the box's bytes. */
+NEPTUNE_DEVICE_INLINE void tma_load_4d_multicast(void *dst, const tensor_map &map, unsigned long long *bar, int c0,
+                                                 int c1, int c2, int c3, unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, "
+        "%3, %4, %5}], [%6], %7;"
+        :
+        : "r"(smem_address(dst)), "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+          "r"(smem_address(bar)), "h"(mask)
+        : "memory");
+}
+
+/** The tile of tma_load_tile (4-D), shared by the cluster's first N blocks: this block copies its
+ * 1/N of the rows (boxes of ROWS / N rows) into every one of them. Each block's barrier expects the
+ * whole tile's bytes, which the N blocks' copies deliver together. */
+template <int N, typename T, int ROWS, int COLS>
+NEPTUNE_DEVICE_INLINE void tma_load_tile_multicast(swizzled_tile<T, ROWS, COLS> dst, const tensor_map &map, int row0,
+                                                   int head, int batch, unsigned long long *bar) {
+    static_assert(ROWS % (8 * N) == 0, "tma_load_tile_multicast: whole 8-row swizzle periods per block");
+    const int part = int(cluster_rank()) % N, rows = ROWS / N;
+#pragma unroll
+    for (int b = 0; b < COLS / 64; ++b)
+        tma_load_4d_multicast(dst.ptr + b * ROWS * 64 + part * rows * 64, map, bar, 64 * b, row0 + part * rows, head,
+                              batch, (unsigned short)((1u << N) - 1u));
 }
 
 /** Ordinary shared-memory writes made visible to the async proxy (TMA stores, wgmma reads). */
