@@ -45,12 +45,14 @@ OperatorSpec lookup(const std::string &name) {
 }
 
 int cmd_list() {
-    fmt::print("{:<20} {:<7} {:<9} {:<8} {:<8} {}\n", "operator", "heads", "mask", "modifier", "B,S", "description");
+    fmt::print("{:<20} {:<7} {:<9} {:<8} {:<12} {}\n", "operator", "heads", "mask", "modifier", "B,S", "description");
     for (const OperatorSpec &op : operator_suite()) {
         const bool attn = op.family == Family::Attention || op.family == Family::Performer;
         const std::string heads = attn ? fmt::format("{}/{}", op.attention.q_heads, op.attention.kv_heads) : "-";
-        const std::string shape = attn ? "batch,seq" : "rows,cols";
-        fmt::print("{:<20} {:<7} {:<9} {:<8} {:<8} {}\n", op.name, heads,
+        const std::string shape = attn                                      ? "batch,seq"
+                                  : op.family == Family::LinearCrossEntropy ? "tokens,vocab"
+                                                                            : "rows,cols";
+        fmt::print("{:<20} {:<7} {:<9} {:<8} {:<12} {}\n", op.name, heads,
                    op.family == Family::Attention ? mask_name(op.attention.mask) : "-",
                    op.family == Family::Attention && op.attention.mod != ScoreMod::None
                        ? score_mod_name(op.attention.mod)
