@@ -16,7 +16,9 @@ bool by_block_x(const Halide::Expr &e, const std::set<std::string> &by_block) {
         const std::set<std::string> *names;
         bool found = false;
         using HI::IRGraphVisitor::visit;
-        void visit(const HI::Variable *op) override { found = found || op->name == "block_x" || names->count(op->name); }
+        void visit(const HI::Variable *op) override {
+            found = found || op->name == "block_x" || names->count(op->name);
+        }
     } r;
     r.names = &by_block;
     e.accept(&r);
@@ -37,7 +39,8 @@ Kernel multicast_loads(const Kernel &k, int cluster) {
         Block body = s->body;
         for (Stmt &b : body) {
             if (b->kind != NodeKind::TileLoad || b->copy != CopyKind::Tma || !b->ring.defined()) continue;
-            if (by_block_x(b->row, by_block) || by_block_x(b->head, by_block) || by_block_x(b->batch, by_block)) continue;
+            if (by_block_x(b->row, by_block) || by_block_x(b->head, by_block) || by_block_x(b->batch, by_block))
+                continue;
             const int rows = k.values.at(b->dst).rows;
             if (rows % (8 * cluster)) continue;
             b = with(b, [&](Node &n) { n.multicast = cluster; });

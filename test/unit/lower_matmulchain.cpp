@@ -103,7 +103,8 @@ TEST_CASE("multicast_loads: two row tiles per cluster share the vocabulary tile;
     REQUIRE(k.cluster_x.defined());
     CHECK(Halide::Internal::as_const_int(k.cluster_x) == 2);
     // 3 row tiles padded to 4: whole clusters.
-    const Halide::Expr grid = Halide::Internal::simplify(Halide::Internal::substitute("rows", Halide::Expr(300), k.grid_x));
+    const Halide::Expr grid =
+        Halide::Internal::simplify(Halide::Internal::substitute("rows", Halide::Expr(300), k.grid_x));
     CHECK(Halide::Internal::as_const_int(grid) == 4);
     const Node *loop = the_loop(k);
     REQUIRE(loop);
@@ -161,7 +162,8 @@ TEST_CASE("a user's chain over a product: the entropy of softmax(h * w^T) per ro
         std::vector<double> x(cols);
         double m = -INFINITY, s = 0, e = 0;
         for (int v = 0; v < cols; v++) {
-            for (int k = 0; k < depth; k++) x[size_t(v)] += hs.values[size_t(i * depth + k)] * ws.values[size_t(v * depth + k)];
+            for (int k = 0; k < depth; k++)
+                x[size_t(v)] += hs.values[size_t(i * depth + k)] * ws.values[size_t(v * depth + k)];
             m = std::max(m, x[size_t(v)]);
         }
         for (int v = 0; v < cols; v++) s += std::exp(x[size_t(v)] - m);
@@ -200,7 +202,8 @@ ProductSoftmax product_softmax(const std::string &prefix, const Halide::ImagePar
 }  // namespace
 
 TEST_CASE("matmul-fed chains: what the pattern refuses names the Func and the construct") {
-    Halide::ImageParam h(Halide::Float(16), 2, "mc_h"), w(Halide::Float(16), 2, "mc_w"), wb(Halide::BFloat(16), 2, "mc_wb");
+    Halide::ImageParam h(Halide::Float(16), 2, "mc_h"), w(Halide::Float(16), 2, "mc_w"),
+        wb(Halide::BFloat(16), 2, "mc_wb");
     // A softmax of the product writes every element of it: the product would be stored.
     const ProductSoftmax soft = product_softmax("mc_soft", h, w, true);
     CHECK_THROWS_WITH_AS(internal::lower_to_tiles(soft.group->plan(), {soft.out}, internal::LowerOptions()),
