@@ -326,11 +326,6 @@ void add_kernel_options(CLI::App *sub, GpuOptions &o, const std::string &chunks_
                   "TMA (one thread per tile, an mbarrier per buffer), 0 by cp.async; -1 = default")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1));
-    g->add_option("--multicast", o.multicast,
-                  "linear_cross_entropy on sm_90a: row tiles per thread block cluster sharing each vocabulary "
-                  "tile's copy (TMA multicast), 1 to 4; 1 none; 0 = 2")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 4));
     g->add_option("--row-threads", o.row_threads,
                   "row-wise operators: threads per row (or per block of a row's cluster), a power of two from 32 "
                   "to 1024; 0 = by the row length")

@@ -24,7 +24,6 @@ struct GpuOptions {
         -1;  // decode on sm_90a: 1 a group's chunk blocks are a cluster merging through shared memory, 0 the workspace fold; -1: where chunks are 2 to 8
     int tma_loads =
         -1;  // sm_90a mma.sync kernels: 1 the pipelined K/V copies by TMA (mbarriers), 0 cp.async; -1: default
-    int multicast = 0;  // linear + cross-entropy, sm_90a: row tiles per cluster sharing weight tiles; 1 none; 0: 2
     int row_threads = 0;  // row-wise operators: threads per row, a power of two from 32 to 1024; 0: by length
     int row_cluster = 0;  // row-wise operators: blocks per row, 1 to 8 (above 1: a cluster, sm_90a); 0: by length
     bool dump = false;  // print the tile program and the CUDA source

@@ -58,7 +58,6 @@ internal::LoweringChoices choices(const GpuOptions &opt, GpuArch arch, int chunk
     c.fold_combine = opt.fold_combine;
     c.cluster_merge = opt.cluster_merge;
     c.tma_loads = opt.tma_loads;
-    c.multicast = opt.multicast;
     c.row_threads = opt.row_threads;
     c.row_cluster = opt.row_cluster;
     return c;

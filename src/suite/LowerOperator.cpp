@@ -83,7 +83,7 @@ OperatorLowering lower_matmul_operator(const OperatorInstance &inst, const Lower
     // 128 x 192 logits reads 1 MB of h and 1.5 MB of weight per 201 MFLOP; shared, 1.75 MB. On an H100,
     // 561 TFLOP/s against 538 unshared (2026-12-06).
     if (c.multicast < 0 || c.multicast > 4)
-        throw CompileError(spec.name + ": --multicast takes 1 to 4 row tiles per cluster, not " +
+        throw CompileError(spec.name + ": multicast takes 1 to 4 row tiles per cluster, not " +
                            std::to_string(c.multicast));
     lo.multicast = lo.wgmma ? (c.multicast ? c.multicast : 2) : 1;
     // Few row tiles leave SMs idle: split the vocabulary into chunks so that about one wave of blocks
