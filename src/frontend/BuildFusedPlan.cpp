@@ -18,6 +18,15 @@ const FusedStage &FusedPlan::stage(const std::string &name) const {
     throw InternalError("no stage " + name + " in " + directive);
 }
 
+Expr repair_state(const FusedStage &s, const Expr &state, const std::map<std::string, Expr> &values) {
+    if (s.producers.empty()) return state;
+    const Expr coeff = s.repair.coeff.at(0).at(0), shift = s.repair.shift.at(0);
+    Expr v = state;
+    if (coeff.defined() && !HI::is_const_one(coeff)) v = v * HI::substitute(values, coeff);
+    if (shift.defined()) v = v + HI::substitute(values, shift);
+    return Halide::select(state == reducer_identity(s.reducer), state, v);
+}
+
 namespace {
 
 std::string rdom_name(const std::string &rvar) {

@@ -48,6 +48,13 @@ struct FusedPlan {
     std::string describe() const;
 };
 
+/** `state`, stage `s`'s value accumulated under its producers' old values, re-expressed under their
+ * new ones with the derived single-state repair (new = shift + coeff * old); `values` gives each
+ * producer symbol p (old) and its primed p' (new). The reducer's identity stays as it is: an empty
+ * state needs no repair, and evaluating one could give exp(-inf - -inf) = NaN. */
+Halide::Expr repair_state(const FusedStage &s, const Halide::Expr &state,
+                          const std::map<std::string, Halide::Expr> &values);
+
 /** What a directive asked for, before validation. */
 struct FusionRequest {
     std::vector<Halide::Func> targets;

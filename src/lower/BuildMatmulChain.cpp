@@ -118,13 +118,7 @@ private:
     // `value` (the state `s` under the producers' `from` values) re-expressed under their `to` values
     // with the plan's derived repair; the reducer's identity stays (exp(-inf - -inf) is NaN).
     Expr repaired(const State &s, const Expr &value, const std::string &from, const std::string &to) const {
-        if (s.producers().empty()) return value;
-        const std::map<std::string, Expr> rb = producer_values(s, from, to);
-        Expr v = value;
-        const Expr coeff = s.st->repair.coeff[0][0], shift = s.st->repair.shift[0];
-        if (coeff.defined() && !HI::is_const_one(coeff)) v = v * HI::substitute(rb, coeff);
-        if (shift.defined()) v = v + HI::substitute(rb, shift);
-        return Halide::select(value == reducer_identity(s.reducer()), value, v);
+        return s.st ? repair_state(*s.st, value, producer_values(s, from, to)) : value;
     }
 
     bool has_initial_value(const State &s) const {

@@ -330,15 +330,7 @@ private:
                 rb[p] = guarded_producer(pr, fvar(names_.at(p)));
                 rb[sym::Context::primed(p)] = prod_new[p];
             }
-            Expr carried_value = fvar(s.name);
-            if (!st.producers.empty()) {
-                Expr v = carried_value;
-                const Expr coeff = st.repair.coeff[0][0], shift = st.repair.shift[0];
-                if (coeff.defined() && !HI::is_const_one(coeff)) v = v * HI::substitute(rb, coeff);
-                if (shift.defined()) v = v + HI::substitute(rb, shift);
-                // h(identity) = identity, without evaluating h (exp(-inf - -inf) is NaN).
-                carried_value = Halide::select(carried_value == reducer_identity(st.reducer), carried_value, v);
-            }
+            const Expr carried_value = repair_state(st, fvar(s.name), rb);
             step.push_back(with_role(
                 make_row_map(nw, bind(carried_value, true), st.producers.empty() ? "" : "repair of " + s.name),
                 st.producers.empty() ? Role::None : Role::Repair));
@@ -365,20 +357,13 @@ private:
     void combine_states(Kernel &k, Block &b) {
         for (const Stage &s : stages_) {
             const FusedStage &st = *s.st;
-            Expr v = fvar(s.name);
-            if (!st.producers.empty()) {
-                std::map<std::string, Expr> rb;
-                for (const std::string &p : st.producers) {
-                    const Reducer pr = plan_.stage(p).reducer;
-                    rb[p] = guarded_producer(pr, fvar(names_.at(p)));
-                    rb[sym::Context::primed(p)] = guarded_producer(pr, fvar(names_.at(p) + "_all"));
-                }
-                Expr r = v;
-                const Expr coeff = st.repair.coeff[0][0], shift = st.repair.shift[0];
-                if (coeff.defined() && !HI::is_const_one(coeff)) r = r * HI::substitute(rb, coeff);
-                if (shift.defined()) r = r + HI::substitute(rb, shift);
-                v = Halide::select(v == reducer_identity(st.reducer), v, r);
+            std::map<std::string, Expr> rb;
+            for (const std::string &p : st.producers) {
+                const Reducer pr = plan_.stage(p).reducer;
+                rb[p] = guarded_producer(pr, fvar(names_.at(p)));
+                rb[sym::Context::primed(p)] = guarded_producer(pr, fvar(names_.at(p) + "_all"));
             }
+            const Expr v = repair_state(st, fvar(s.name), rb);
             const std::string part = s.name + "_block";
             k.values[part] = row_vec();
             b.push_back(with_role(make_row_map(part, bind(v, true), st.producers.empty() ? "" : "repair of " + s.name),

@@ -116,27 +116,6 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     tir::Program p = build_pattern(plan, outputs, opt);
     log("build_tile_program", p);
     if (p.kernels.at(0).strip_threads) return p;  // a row chain: the passes below are for dots
-    const bool attention = match_pattern(plan, outputs, opt).kind == PatternKind::Attention;
-    if (!attention) {
-        // A matmul-fed chain has no masks, scales or P·V: the passes that place its dot and copies.
-        p = each_kernel(p, [&](const tir::Kernel &k) { return select_mma(k, opt.wgmma); });
-        log("select_mma", p);
-        p = each_kernel(p, swizzle_shared_tiles);
-        log("swizzle_shared_tiles", p);
-        p = each_kernel(p, [&](const tir::Kernel &k) { return specialize_warps(k, opt.stages, opt.tma_l2_promotion); });
-        log("specialize_warps", p);
-        p = each_kernel(p, pipeline_dots);  // needs specialize_warps' rings
-        log("pipeline_dots", p);
-        p = each_kernel(p, [&](const tir::Kernel &k) { return multicast_loads(k, opt.multicast); });
-        log("multicast_loads", p);
-        p = each_kernel(p, [&](const tir::Kernel &k) {
-            return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion);
-        });
-        log("pipeline_loads", p);
-        p = each_kernel(p, plan_shared_memory);
-        log("plan_shared_memory", p);
-        return p;
-    }
     p = each_kernel(p, [&](const tir::Kernel &k) { return skip_masked_tiles(k, opt.block_n); });
     log("skip_masked_tiles", p);
     p = each_kernel(p, deal_chunk_tiles);  // deals out the tiles skipping left
@@ -160,6 +139,10 @@ tir::Program lower_to_tiles(const FusedPlan &plan, const std::vector<Halide::Fun
     p = each_kernel(
         p, [&](const tir::Kernel &k) { return overlap_dots(k, opt.overlap); });  // needs specialize_warps' rings
     log("overlap_dots", p);
+    p = each_kernel(p, pipeline_dots);  // the loops overlap_dots left whose one dot reads the rings
+    log("pipeline_dots", p);
+    p = each_kernel(p, [&](const tir::Kernel &k) { return multicast_loads(k, opt.multicast); });
+    log("multicast_loads", p);  // the tensor maps specialize_warps made
     p = each_kernel(p, [&](const tir::Kernel &k) {
         return pipeline_loads(k, opt.stages, opt.tma_loads, opt.tma_l2_promotion);
     });  // the kernels left over

@@ -104,25 +104,7 @@ Block rotate(const Stmt &loop, bool turns) {
 
 Kernel overlap_dots(const Kernel &k, int level) {
     if (!k.producer_warps || level <= 0) return k;
-    Kernel out = k;
-    Block body;
-    bool changed = false;
-    for (const Stmt &s : k.body) {
-        if (s->kind != NodeKind::CarriedLoop) {
-            body.push_back(s);
-            continue;
-        }
-        const Block r = rotate(s, level >= 2 && k.warps >= 8);
-        if (r.empty()) {
-            body.push_back(s);
-            continue;
-        }
-        changed = true;
-        body.insert(body.end(), r.begin(), r.end());
-    }
-    if (!changed) return k;
-    out.body = body;
-    return out;
+    return rewrite_top_loops(k, [&](const Stmt &loop) { return rotate(loop, level >= 2 && k.warps >= 8); });
 }
 
 }  // namespace neptune::internal

@@ -71,23 +71,6 @@ Block pipeline(const Stmt &loop) {
 
 }  // namespace
 
-Kernel pipeline_dots(const Kernel &k) {
-    if (!k.producer_warps) return k;
-    Kernel out = k;
-    Block body;
-    bool changed = false;
-    for (const Stmt &s : k.body) {
-        const Block p = s->kind == NodeKind::CarriedLoop ? pipeline(s) : Block{};
-        if (p.empty()) {
-            body.push_back(s);
-            continue;
-        }
-        changed = true;
-        body.insert(body.end(), p.begin(), p.end());
-    }
-    if (!changed) return k;
-    out.body = body;
-    return out;
-}
+Kernel pipeline_dots(const Kernel &k) { return k.producer_warps ? rewrite_top_loops(k, pipeline) : k; }
 
 }  // namespace neptune::internal

@@ -340,6 +340,19 @@ void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_p
     k.tensor_maps.push_back({tensor + "_map", tensor, box_rows, l2_promotion});
 }
 
+Kernel rewrite_top_loops(const Kernel &k, const std::function<Block(const Stmt &)> &f) {
+    Kernel out = k;
+    out.body.clear();
+    for (const Stmt &s : k.body) {
+        const Block r = s->kind == NodeKind::CarriedLoop ? f(s) : Block{};
+        if (r.empty())
+            out.body.push_back(s);
+        else
+            out.body.insert(out.body.end(), r.begin(), r.end());
+    }
+    return out;
+}
+
 Stmt with(const Stmt &s, const std::function<void(Node &)> &f) {
     auto n = std::make_shared<Node>(*s);
     f(*n);

@@ -334,6 +334,9 @@ struct Kernel;
 /** Adds the TMA descriptor "<tensor>_map" for boxes of `box_rows` to k.tensor_maps unless the tensor
  * has one; one per tensor, so a second height is an InternalError. */
 void add_tensor_map(Kernel &k, const std::string &tensor, int box_rows, int l2_promotion);
+/** `k` with each top-level loop replaced by what `f` returns for it (nothing: the loop stays): how the
+ * passes that restructure a kernel's main loop rewrite it. */
+Kernel rewrite_top_loops(const Kernel &k, const std::function<Block(const Stmt &)> &f);
 struct Program;
 /** The stride parameters (core/StrideParams.h) of every kernel's views that `ints` lacks, set to the
  * dense layout's (products of extents, in kStrideUnit elements), the extents evaluated over `ints`:
