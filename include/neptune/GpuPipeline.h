@@ -86,7 +86,10 @@ struct ExternStageInfo {
         bool cluster = false;  // split-K: its groups merge in thread block clusters (sm_90a)
         std::string tile_program;  // tir::to_string
         std::string cuda;  // the emitted CUDA C++ (empty where an earlier set's source holds the kernels)
-        std::string image;  // the fatbin, cubin or PTX the stage loads (empty likewise)
+        /** The fatbin, cubin or PTX the stage loads (empty likewise). Just in time, a stage of several
+         * sets (a row chain's ladder of shapes, decode's tunings) compiles each when a call first
+         * takes it: then image and compile_log stay empty here. */
+        std::string image;
         std::string compile_log;  // nvcc's (with ptxas -v) or NVRTC's messages
     };
     std::vector<KernelSet> sets;

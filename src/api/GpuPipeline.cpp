@@ -209,6 +209,8 @@ void prepare_jit(Halide::Pipeline &p) {
     share_cuda_context(p);
     share_cuda_context();
     neptune_halide_set_jit_error_reporter(report_to_jit);
+    // Sets compiled on first use (a row chain's ladder, decode's tunings): NVRTC, in this process.
+    neptune_halide_set_kernel_compiler(internal::jit_kernel_compiler);
 }
 
 Halide::Target gpu_jit_target() {

@@ -1,7 +1,6 @@
 #include "extern/PatternStages.h"
 
 #include <algorithm>
-#include <future>
 #include <set>
 #include <sstream>
 
@@ -164,16 +163,21 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
             built.push_back({std::move(p), a});
         }
     }
-    // Compiled concurrently: decode's tunings are several kernel sets per family, each a compiler run.
-    std::vector<std::future<CompiledModule>> modules;
-    for (size_t i = 0; i < info.sets.size(); i++)
-        modules.push_back(std::async(std::launch::async, [&, i] {
-            return compile_stage(info.sets[i].cuda, stems[i], built[i].target, opt.aot);
-        }));
-    for (size_t i = 0; i < info.sets.size(); i++) {
-        const CompiledModule m = modules[i].get();
-        info.sets[i].image.assign(m.cubin.begin(), m.cubin.end());
-        info.sets[i].compile_log = m.log;
+    // Decode's tunings are several kernel sets per family: compiled concurrently, or just in time
+    // each when a call first takes it.
+    const bool deferred = defers_sets(info.sets.size(), opt.aot);
+    if (!deferred) {
+        std::vector<std::string> sources;
+        std::vector<ArchTarget> targets;
+        for (size_t i = 0; i < info.sets.size(); i++) {
+            sources.push_back(info.sets[i].cuda);
+            targets.push_back(built[i].target);
+        }
+        const std::vector<CompiledModule> modules = compile_sets(sources, stems, targets, opt.aot);
+        for (size_t i = 0; i < info.sets.size(); i++) {
+            info.sets[i].image.assign(modules[i].cubin.begin(), modules[i].cubin.end());
+            info.sets[i].compile_log = modules[i].log;
+        }
     }
 
     // 2. The stage's buffers: the first kernel's inputs (q, k, v, 1-D extras), then the outputs.
@@ -339,6 +343,7 @@ BuiltStages build_attention_stage(const FusedGroup &g, const IsolatedGroup &iso,
         ks.stages = info.sets[s].stages;
         ks.cluster = info.sets[s].cluster;
         ks.image = info.sets[s].image;
+        if (deferred) ks.source = info.sets[s].cuda;
         std::set<std::string> known;
         for (const interop::TensorSpec &t : d.buffers) known.insert(t.name);
         for (const SecondaryOutput &o : secondary) known.insert(o.tensor);

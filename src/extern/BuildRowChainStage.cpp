@@ -3,7 +3,6 @@
 // through per-thread workspaces and copy stages.
 #include <algorithm>
 #include <cctype>
-#include <future>
 
 #include "codegen/CodeGenCuda.h"
 #include "extern/DescribeKernels.h"
@@ -73,9 +72,8 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
     const RowChainForm form = row_chain_form(plan, iso.outputs);
 
     // 1. Per GPU family, the ladder's programs. A library holds them in one CUDA source compiled
-    // once (one image, the other sets pointing at it); just in time each is a module of its own, all
-    // compiled at once on the host's cores (NVRTC compiles separate programs concurrently): a group
-    // compiles in the time of its largest kernel.
+    // once (one image, the other sets pointing at it); just in time each is a module of its own,
+    // compiled when a call first takes it (a call's row length takes one rung).
     ExternStageInfo info;
     info.name = stage;
     interop::GroupDescriptor d;
@@ -129,18 +127,19 @@ BuiltStages build_row_chain_stage(const FusedGroup &g, const IsolatedGroup &iso,
             for (const std::string &src : sources) cuda += src;
             sources = {cuda};
         }
-        std::vector<std::future<CompiledModule>> modules;
-        for (size_t i = 0; i < sources.size(); i++)
-            modules.push_back(std::async(std::launch::async, [&, i] {
-                return compile_stage(sources[i], stage + "_" + a.lowering + "_" + std::to_string(i), a, opt.aot);
-            }));
+        for (size_t i = 0; i < sources.size(); i++) info.sets[first + i].cuda = sources[i];
+        if (defers_sets(sources.size(), opt.aot)) {
+            for (size_t i = 0; i < sources.size(); i++) d.sets[first + i].source = sources[i];
+            continue;
+        }
+        std::vector<std::string> stems;
+        for (size_t i = 0; i < sources.size(); i++) stems.push_back(stage + "_" + a.lowering + "_" + std::to_string(i));
+        const std::vector<CompiledModule> modules =
+            compile_sets(sources, stems, std::vector<ArchTarget>(sources.size(), a), opt.aot);
         for (size_t i = 0; i < sources.size(); i++) {
-            const CompiledModule m = modules[i].get();
-            d.sets[first + i].image.assign(m.cubin.begin(), m.cubin.end());
-            ExternStageInfo::KernelSet &set = info.sets[first + i];
-            set.cuda = sources[i];
-            set.image = d.sets[first + i].image;
-            set.compile_log = m.log;
+            d.sets[first + i].image.assign(modules[i].cubin.begin(), modules[i].cubin.end());
+            info.sets[first + i].image = d.sets[first + i].image;
+            info.sets[first + i].compile_log = modules[i].log;
         }
     }
 

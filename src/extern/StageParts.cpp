@@ -1,6 +1,9 @@
 #include "extern/StageParts.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <future>
+#include <new>
 
 #include "interop/ExternEntry.h"
 #include "neptune/Error.h"
@@ -45,14 +48,63 @@ interop::TensorSpec tensor_spec(const std::string &name, const Halide::Type &t, 
 
 std::string stage_name(const Halide::Func &output) { return output.name().substr(0, output.name().find('$')); }
 
-CompiledModule compile_stage(const std::string &cuda, const std::string &stem, const ArchTarget &target, bool aot) {
-    if (aot) return nvcc_fatbin(cuda, stem, target.codes, device_headers());
+namespace {
+
+// Just in time: NVRTC's cubin for `arch`, with ptxas's report in the log.
+NvrtcOptions jit_options(const std::string &arch) {
     NvrtcOptions no;
-    no.arch = target.lowering;
+    no.arch = arch;
     no.cubin = true;
     no.headers = device_headers();
     no.extra = {"--ptxas-options=-v"};
-    return nvrtc_compile(cuda, stem, no);
+    return no;
+}
+
+}  // namespace
+
+CompiledModule compile_stage(const std::string &cuda, const std::string &stem, const ArchTarget &target, bool aot) {
+    if (aot) return nvcc_fatbin(cuda, stem, target.codes, device_headers());
+    return nvrtc_compile(cuda, stem, jit_options(target.lowering));
+}
+
+bool defers_sets(size_t sets, bool aot) { return !aot && sets > 1; }
+
+std::vector<CompiledModule> compile_sets(const std::vector<std::string> &sources, const std::vector<std::string> &stems,
+                                         const std::vector<ArchTarget> &targets, bool aot) {
+    std::vector<std::future<CompiledModule>> running;
+    for (size_t i = 0; i < sources.size(); i++)
+        running.push_back(
+            std::async(std::launch::async, [&, i] { return compile_stage(sources[i], stems[i], targets[i], aot); }));
+    std::vector<CompiledModule> modules;
+    for (std::future<CompiledModule> &m : running) modules.push_back(m.get());
+    return modules;
+}
+
+namespace {
+
+char *copy_out(const std::string &s) {
+    char *p = static_cast<char *>(std::malloc(s.size() + 1));
+    if (p) std::memcpy(p, s.data(), s.size() + 1);
+    return p;
+}
+
+}  // namespace
+
+int jit_kernel_compiler(const char *source, const char *arch, const char *name, char **image, size_t *size,
+                        char **message) {
+    *image = *message = nullptr;
+    *size = 0;
+    try {
+        const CompiledModule m = nvrtc_compile(source, name, jit_options(arch));
+        *image = static_cast<char *>(std::malloc(m.cubin.size()));
+        if (!*image) throw std::bad_alloc();
+        std::memcpy(*image, m.cubin.data(), m.cubin.size());
+        *size = m.cubin.size();
+        return 0;
+    } catch (const std::exception &e) { *message = copy_out(e.what()); } catch (...) {
+        *message = copy_out("an unknown exception");
+    }
+    return 1;
 }
 
 Halide::Func define_stage(const std::string &name, const std::string &descriptor,

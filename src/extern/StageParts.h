@@ -46,6 +46,23 @@ std::string stage_name(const Halide::Func &output);
  * ptxas's resource report in the log. `stem` names the program in messages. */
 CompiledModule compile_stage(const std::string &cuda, const std::string &stem, const ArchTarget &target, bool aot);
 
+/** Whether a stage's kernel sets are compiled on first use (interop::KernelSet::source) rather than
+ * now: just in time, where a stage holds several sets (a row chain's ladder of shapes, decode's
+ * tunings), of which a call takes one. AOT stages hold every image. */
+bool defers_sets(size_t sets, bool aot);
+
+/** The images of `sources` (source i compiled for targets[i], named stems[i]), compiled concurrently
+ * (NVRTC and nvcc compile separate programs in parallel): a stage compiles in the time of its
+ * largest kernel. */
+std::vector<CompiledModule> compile_sets(const std::vector<std::string> &sources, const std::vector<std::string> &stems,
+                                         const std::vector<ArchTarget> &targets, bool aot);
+
+/** The kernel compiler the launcher calls for a set compiled on first use
+ * (neptune_halide_kernel_compiler_fn): NVRTC's cubin of the source for `arch`, ptxas's report in
+ * the NEPTUNE_DUMP_CUDA logs. compile_gpu installs it. */
+int jit_kernel_compiler(const char *source, const char *arch, const char *name, char **image, size_t *size,
+                        char **message);
+
 /** The extern Func `name` that calls the launcher with `descriptor`: the scalars (padded to the
  * entry point's count), then `inputs`; one output of `type` over `vars`, computed at root and bound
  * to [0, extent) in each dimension. */

@@ -136,18 +136,6 @@ int64_t eval_node(const IntExpr::Node &n, const std::map<std::string, int64_t> &
 
 const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-// FNV-1a, 64 bits: the cache identity of a descriptor, not a security measure.
-std::string content_hash(const std::string &text) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : text) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return buf;
-}
-
 }  // namespace
 
 IntExpr IntExpr::parse(const std::string &text) {
@@ -160,6 +148,17 @@ IntExpr IntExpr::parse(const std::string &text) {
 int64_t IntExpr::eval(const std::map<std::string, int64_t> &vars) const {
     if (!root_) throw std::invalid_argument("integer expression: empty");
     return eval_node(*root_, vars, text_);
+}
+
+std::string content_hash(const std::string &text) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : text) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
 }
 
 std::string base64_encode(const std::string &bytes) {
@@ -206,7 +205,7 @@ namespace {
 using nlohmann::json;
 
 json to_json(const GroupDescriptor &d, bool with_images) {
-    json j = {{"format", "neptune-extern-6"},
+    json j = {{"format", "neptune-extern-7"},
               {"name", d.name},
               {"jit", d.jit},
               {"scalars", d.scalars},
@@ -232,6 +231,7 @@ json to_json(const GroupDescriptor &d, bool with_images) {
                    {"max_cc", s.max_cc},   {"tile_keys", s.tile_keys}, {"stages", s.stages},
                    {"cluster", s.cluster}, {"when", s.when},           {"image_of", s.image_of}};
         if (with_images) js["image"] = base64_encode(s.image);
+        js["source"] = s.source;
         js["kernels"] = json::array();
         for (const KernelSpec &k : s.kernels) {
             json maps = json::array();
@@ -275,7 +275,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
     GroupDescriptor d;
     try {
         const json j = json::parse(text);
-        if (j.at("format") != "neptune-extern-6")
+        if (j.at("format") != "neptune-extern-7")
             throw std::invalid_argument("unknown format " + j.at("format").dump());
         d.id = j.at("id").get<std::string>();
         d.name = j.at("name").get<std::string>();
@@ -303,6 +303,7 @@ GroupDescriptor read_descriptor(const std::string &text) {
             s.when = js.at("when").get<std::string>();
             s.image_of = js.at("image_of").get<int>();
             s.image = base64_decode(js.at("image").get<std::string>());
+            s.source = js.at("source").get<std::string>();
             for (const json &k : js.at("kernels")) {
                 KernelSpec ks;
                 ks.name = k.at("name");

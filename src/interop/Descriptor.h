@@ -102,6 +102,11 @@ struct KernelSet {
     std::string when = "";
     std::string image;  // raw bytes; empty where image_of names the set whose image holds the kernels
     int image_of = -1;
+    /** CUDA C++ of a set compiled on first use: where image is empty and image_of < 0, the launcher
+     * compiles it through the registered kernel compiler (NeptuneHalide.h) the first time a call
+     * takes the set. A just-in-time stage of several sets (a row chain's ladder of shapes, decode's
+     * tunings) defers them so, since a call takes one: compiling all would cost each of them. */
+    std::string source;
     std::vector<KernelSpec> kernels;
     std::vector<WorkspaceSpec> workspaces;
 };
@@ -150,6 +155,10 @@ int choose_cluster_set(const GroupDescriptor &d, int chosen, int cc, int64_t chu
 std::string write_descriptor(const GroupDescriptor &d);
 /** Throws std::invalid_argument with what is wrong. */
 GroupDescriptor read_descriptor(const std::string &text);
+
+/** FNV-1a over 64 bits, as 16 hex digits: the identity of a descriptor or a kernel source in
+ * caches, not a security measure. */
+std::string content_hash(const std::string &text);
 
 std::string base64_encode(const std::string &bytes);
 /** Throws std::invalid_argument on a character outside the alphabet. */

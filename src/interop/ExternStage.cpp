@@ -110,6 +110,7 @@ std::atomic<neptune_halide_trace_fn> trace_fn{nullptr};
 // through halide_cuda_get_stream.
 thread_local void *current_stream = nullptr;
 std::atomic<neptune_halide_error_fn> jit_reporter{nullptr};
+std::atomic<neptune_halide_kernel_compiler_fn> kernel_compiler{nullptr};
 std::atomic<bool> exiting{false};  // set by an atexit handler: the process is ending
 
 std::string type_name(int code, int bits) {
@@ -272,7 +273,34 @@ int load(void *uc, Group &g, int index) {
     if (!fresh) return l.code ? report(uc, g.desc.name, g.desc.jit, l.code, l.error) : 0;
     const KernelSet &set = g.desc.sets[size_t(index)];
     const KernelSet &holder = set.image_of >= 0 ? g.desc.sets.at(size_t(set.image_of)) : set;
-    if (neptune_module_load(holder.image.data(), &l.module) != NEPTUNE_OK)
+    const std::string *image = &holder.image;
+    std::string compiled;
+    if (image->empty() && !holder.source.empty()) {
+        // A set compiled on first use (Descriptor.h): this call is its first. Just in time a set's
+        // codes are the one GPU family it was lowered for ("sm_90a", "sm_86").
+        const neptune_halide_kernel_compiler_fn compile = kernel_compiler.load();
+        const std::string what = "the " + set.codes + " kernels" + (set.when.empty() ? "" : " for " + set.when);
+        if (!compile) {
+            g.loaded.erase(it);  // not remembered: a later call may find a compiler installed
+            return report(uc, g.desc.name, g.desc.jit, halide_error_code_gpu_device_error,
+                          what +
+                              " are compiled on first use, and no kernel compiler is installed "
+                              "(neptune::compile_gpu and libneptune_ops install one)");
+        }
+        char *bytes = nullptr, *message = nullptr;
+        size_t size = 0;
+        const int rc = compile(holder.source.c_str(), set.codes.c_str(), (g.desc.name + "_" + set.arch).c_str(), &bytes,
+                               &size, &message);
+        if (rc == 0 && bytes) compiled.assign(bytes, size);
+        const std::string why = message ? message : "no message";
+        std::free(bytes);
+        std::free(message);
+        if (compiled.empty()) return fail(halide_error_code_gpu_device_error, "compiling " + what + ": " + why);
+        image = &compiled;
+    }
+    if (image->empty())
+        return fail(halide_error_code_gpu_device_error, "the " + set.codes + " kernel set holds no image");
+    if (neptune_module_load(image->data(), &l.module) != NEPTUNE_OK)
         return fail(halide_error_code_gpu_device_error,
                     "loading the " + set.codes + " kernels: " + neptune_last_error());
     for (const KernelSpec &k : set.kernels) {
@@ -737,5 +765,9 @@ neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn) {
 }
 
 void neptune_halide_set_jit_error_reporter(neptune_halide_error_fn fn) { neptune::interop::jit_reporter = fn; }
+
+neptune_halide_kernel_compiler_fn neptune_halide_set_kernel_compiler(neptune_halide_kernel_compiler_fn fn) {
+    return neptune::interop::kernel_compiler.exchange(fn);
+}
 
 }  // extern "C"

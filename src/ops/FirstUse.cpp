@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "interop/Descriptor.h"
 #include "neptune/NeptuneOps.h"
 #include "ops/JitCompiler.h"
 
@@ -58,6 +59,7 @@ const char *dtype_text(int d) {
 /** The opened compiler, kept for the process's life (its libHalide state included). */
 struct Compiler {
     neptune_ops_jit_compile_fn compile = nullptr;
+    neptune_ops_jit_compile_kernels_fn compile_kernels = nullptr;
     std::string path, error;
 };
 
@@ -73,8 +75,11 @@ const Compiler &compiler() {
         }
         auto version = reinterpret_cast<neptune_ops_jit_version_fn>(dlsym(handle, NEPTUNE_OPS_JIT_VERSION_SYMBOL));
         c.compile = reinterpret_cast<neptune_ops_jit_compile_fn>(dlsym(handle, NEPTUNE_OPS_JIT_COMPILE_SYMBOL));
-        if (!version || !c.compile || version() != NEPTUNE_OPS_JIT_VERSION) {
+        c.compile_kernels =
+            reinterpret_cast<neptune_ops_jit_compile_kernels_fn>(dlsym(handle, NEPTUNE_OPS_JIT_COMPILE_KERNELS_SYMBOL));
+        if (!version || !c.compile || !c.compile_kernels || version() != NEPTUNE_OPS_JIT_VERSION) {
             c.compile = nullptr;
+            c.compile_kernels = nullptr;
             c.error = c.path + " is not the compiler library of this Neptune (another version)";
         }
         return c;
@@ -123,6 +128,21 @@ std::mutex compile_lock;  // one compilation at a time in a process: libHalide's
 
 }  // namespace
 
+namespace {
+
+/** The cache's folder for this compiler library; FirstUseError when there is none. */
+std::string cache_directory() {
+    const std::string path = compiler_path();
+    const std::string identity = compiler_identity(path);
+    if (identity.empty())
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED,
+             "compiling it on first use needs the compiler library, and there is none at " + path +
+                 " (build Neptune with -Dops_jit=enabled, or set NEPTUNE_OPS_JIT to its path)");
+    return cache_root() + "/ops/" + identity;
+}
+
+}  // namespace
+
 std::string compiler_path() {
     if (const char *p = std::getenv("NEPTUNE_OPS_JIT"); p && *p) return p;
     return directory_of_this_library() + "/" + NEPTUNE_OPS_JIT_LIBRARY;
@@ -136,14 +156,8 @@ std::string cache_root() {
 }
 
 FirstUseVariant first_use_variant(const FirstUseRequest &r) {
-    const std::string path = compiler_path();
-    const std::string identity = compiler_identity(path);
-    if (identity.empty())
-        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED,
-             "compiling it on first use needs the compiler library, and there is none at " + path +
-                 " (build Neptune with -Dops_jit=enabled, or set NEPTUNE_OPS_JIT to its path)");
     FirstUseVariant v;
-    const std::string dir = cache_root() + "/ops/" + identity;
+    const std::string dir = cache_directory();
     v.cache_file = dir + "/" + r.op + "-" + dtype_text(r.dtype) + "-d" + std::to_string(r.head_dim_qk) + "x" +
                    std::to_string(r.head_dim_v) + "-g" + std::to_string(r.group) + "-" + r.arch + ".json";
     if (read_file(v.cache_file, v.descriptor)) {
@@ -168,6 +182,28 @@ FirstUseVariant first_use_variant(const FirstUseRequest &r) {
     // An unwritable cache costs the next process a compilation, not this call its result.
     if (make_directories(dir)) write_file(v.cache_file, v.descriptor);
     return v;
+}
+
+std::string first_use_kernels(const std::string &source, const std::string &arch, const std::string &name) {
+    const std::string dir = cache_directory() + "/kernels";
+    const std::string file = dir + "/" + interop::content_hash(source + '\n' + arch) + "-" + arch + ".cubin";
+    std::string image;
+    if (read_file(file, image)) return image;
+    std::lock_guard<std::mutex> hold(compile_lock);
+    if (read_file(file, image)) return image;  // another thread compiled it meanwhile
+    const Compiler &c = compiler();
+    if (!c.compile_kernels)
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED, "compiling its kernels on first use failed: " + c.error);
+    char *bytes = nullptr, *message = nullptr;
+    size_t size = 0;
+    const int rc = c.compile_kernels(source.c_str(), arch.c_str(), name.c_str(), &bytes, &size, &message);
+    const std::unique_ptr<char, decltype(&std::free)> b(bytes, &std::free), m(message, &std::free);
+    if (rc != 0 || !bytes || size == 0)
+        fail(NEPTUNE_OPS_ERROR_UNSUPPORTED,
+             std::string("Neptune cannot compile its kernels: ") + (message ? message : "no message"));
+    image.assign(bytes, size);
+    if (make_directories(dir)) write_file(file, image);
+    return image;
 }
 
 }  // namespace neptune::ops

@@ -7,7 +7,8 @@
  * and loads its image without the compiler.
  *
  * The cache is a directory (NEPTUNE_CACHE_DIR, else $XDG_CACHE_HOME/neptune, else ~/.cache/neptune)
- * holding one JSON file per variant under ops/<identity>/, where the identity is Neptune's version
+ * holding one JSON file per variant under ops/<identity>/ (and the deferred kernel sets' images under
+ * ops/<identity>/kernels/), where the identity is Neptune's version
  * and the compiler library's size and modification time: a rebuilt compiler never reads kernels of
  * an older one. Files are written to a private temporary name and renamed into place, so processes
  * compiling the same variant at once each leave a whole file and readers never see a partial one. */
@@ -43,6 +44,13 @@ std::string cache_root();
 
 /** The variant's descriptor, cached or compiled (then cached). Throws FirstUseError. */
 FirstUseVariant first_use_variant(const FirstUseRequest &r);
+
+/** The image of a kernel set the variant's descriptor defers (a row chain's rung of row lengths, a
+ * decode tuning; interop::KernelSet::source) for `arch`: from the cache, where it is a file of its
+ * own under kernels/ named by the source's content hash, or compiled by the compiler library and
+ * stored there, so that a call compiles the one set it takes and later processes none. Throws
+ * FirstUseError. */
+std::string first_use_kernels(const std::string &source, const std::string &arch, const std::string &name);
 
 }  // namespace neptune::ops
 

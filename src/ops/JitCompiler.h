@@ -7,6 +7,7 @@
  * type, head dims and grouping, and receives the extern stage's descriptor (interop/Descriptor.h),
  * which it stores in its cache and runs through the same launcher as the AOT libraries' stages.
  * Both sides are C so that neither depends on the other's C++ runtime state. */
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -14,8 +15,10 @@ extern "C" {
 #endif
 
 /** Raised whenever the request or the descriptor's meaning changes; the ops library refuses a
- * compiler library of another version. Version 2: descriptors mark strided buffers. */
-#define NEPTUNE_OPS_JIT_VERSION 2
+ * compiler library of another version. Version 2: descriptors mark strided buffers. Version 3: a
+ * variant of several kernel sets defers them (KernelSet::source), and the ops library compiles each
+ * through neptune_ops_jit_compile_kernels when a call first takes it. */
+#define NEPTUNE_OPS_JIT_VERSION 3
 
 typedef struct neptune_ops_jit_request {
     const char *op; /* the suite's operator, e.g. "decode_gqa" */
@@ -29,9 +32,15 @@ typedef struct neptune_ops_jit_request {
  * allocated with malloc and freed by the caller with free(). */
 typedef int (*neptune_ops_jit_compile_fn)(const neptune_ops_jit_request *request, char **descriptor, char **message);
 typedef int (*neptune_ops_jit_version_fn)(void);
+/** A deferred kernel set's CUDA source compiled for `arch` (NVRTC's cubin), as
+ * neptune_halide_kernel_compiler_fn (runtime/NeptuneHalide.h) takes it: 0 and *image / *size, or
+ * non-zero and *message, both allocated with malloc. */
+typedef int (*neptune_ops_jit_compile_kernels_fn)(const char *source, const char *arch, const char *name, char **image,
+                                                  size_t *size, char **message);
 
 #define NEPTUNE_OPS_JIT_COMPILE_SYMBOL "neptune_ops_jit_compile"
 #define NEPTUNE_OPS_JIT_VERSION_SYMBOL "neptune_ops_jit_version"
+#define NEPTUNE_OPS_JIT_COMPILE_KERNELS_SYMBOL "neptune_ops_jit_compile_kernels"
 #define NEPTUNE_OPS_JIT_LIBRARY "libneptune_ops_jit.so"
 
 #ifdef __cplusplus

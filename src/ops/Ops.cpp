@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -727,9 +729,35 @@ void check_device(const Variant &v, const std::vector<std::pair<std::string, con
             fail(NEPTUNE_OPS_ERROR_DEVICE, v.spec.name + ": " + name + ": " + neptune_last_error());
 }
 
+/** The launcher's compiler of deferred kernel sets (NeptuneHalide.h): the cache's image, else the
+ * compiler library's (FirstUse.h). */
+int compile_deferred_kernels(const char *source, const char *arch, const char *name, char **image, size_t *size,
+                             char **message) {
+    auto copy_out = [](const std::string &s) {
+        char *p = static_cast<char *>(std::malloc(s.size() + 1));
+        if (p) std::memcpy(p, s.data(), s.size() + 1);
+        return p;
+    };
+    *image = *message = nullptr;
+    *size = 0;
+    try {
+        const std::string bytes = first_use_kernels(source, arch, name);
+        *image = static_cast<char *>(std::malloc(bytes.size()));
+        if (!*image) throw std::bad_alloc();
+        std::memcpy(*image, bytes.data(), bytes.size());
+        *size = bytes.size();
+        return 0;
+    } catch (const FirstUseError &e) { *message = copy_out(e.message); } catch (const std::exception &e) {
+        *message = copy_out(e.what());
+    }
+    return 1;
+}
+
 /** A variant compiled on first use: its extern stage, called as a pipeline would, with the call's
  * buffers (inputs, then outputs) in the descriptor's order and its scalars read from their extents. */
 int run_first_use(const Variant &v, std::vector<WrappedBuffer> &tensors) {
+    static std::once_flag installed;
+    std::call_once(installed, [] { neptune_halide_set_kernel_compiler(compile_deferred_kernels); });
     std::vector<halide_buffer_t *> buffers;
     for (int t : v.buffer_tensor) buffers.push_back(&tensors[size_t(t)].buffer);
     std::array<int32_t, interop::extern_scalars> scalars{};

@@ -1,7 +1,8 @@
 // libneptune_ops_jit.so, the compiler libneptune_ops.so opens for variants compiled on first use,
 // without a GPU: opened as the ops library opens it (dlopen, its two entry points), it compiles
 // operators at head dims, groupings and element types no AOT library has (NVRTC, for sm_90a and
-// sm_80), and the descriptors it returns describe the operator's own tensors: buffers named and
+// sm_80; a variant of several kernel sets defers them, and its second entry point compiles a set's
+// source), and the descriptors it returns describe the operator's own tensors: buffers named and
 // shaped as the suite's tensors (innermost first), scalars that are extents of those buffers,
 // kernels for the requested family, the grouping checked at run time. What the tile backend does not
 // lower is refused with the reason.
@@ -25,6 +26,7 @@ struct Compiler {
     void *handle = nullptr;
     neptune_ops_jit_compile_fn compile = nullptr;
     neptune_ops_jit_version_fn version = nullptr;
+    neptune_ops_jit_compile_kernels_fn compile_kernels = nullptr;
 };
 
 const Compiler &compiler() {
@@ -36,7 +38,9 @@ const Compiler &compiler() {
         REQUIRE_MESSAGE(c.handle, dlerror());
         c.compile = reinterpret_cast<neptune_ops_jit_compile_fn>(dlsym(c.handle, NEPTUNE_OPS_JIT_COMPILE_SYMBOL));
         c.version = reinterpret_cast<neptune_ops_jit_version_fn>(dlsym(c.handle, NEPTUNE_OPS_JIT_VERSION_SYMBOL));
-        REQUIRE_MESSAGE(bool(c.compile && c.version), "the library lacks its entry points");
+        c.compile_kernels = reinterpret_cast<neptune_ops_jit_compile_kernels_fn>(
+            dlsym(c.handle, NEPTUNE_OPS_JIT_COMPILE_KERNELS_SYMBOL));
+        REQUIRE_MESSAGE(bool(c.compile && c.version && c.compile_kernels), "the library lacks its entry points");
         return c;
     }();
     return c;
@@ -69,6 +73,31 @@ std::string names(const GroupDescriptor &d) {
     std::string s;
     for (const auto &b : d.buffers) s += (s.empty() ? "" : ",") + b.name + (b.output ? "*" : "");
     return s;
+}
+
+/** A deferred set's source compiled through the library's second entry point: a cubin (ELF). */
+std::string compiled_kernels(const std::string &source, const char *arch) {
+    char *image = nullptr, *message = nullptr;
+    size_t size = 0;
+    const int rc = compiler().compile_kernels(source.c_str(), arch, "deferred", &image, &size, &message);
+    const std::unique_ptr<char, decltype(&std::free)> i(image, &std::free), m(message, &std::free);
+    REQUIRE_MESSAGE(rc == 0, (message ? message : ""));
+    REQUIRE(image != nullptr);
+    return std::string(image, size);
+}
+
+/** Every set is deferred: its source, no image, and the source compiles for the set's codes. */
+void check_deferred(const GroupDescriptor &d, size_t compile_set) {
+    for (const auto &s : d.sets) {
+        CHECK(s.image.empty());
+        CHECK(s.image_of == -1);
+        CHECK(s.source.find("extern \"C\" __global__") != std::string::npos);
+    }
+    REQUIRE(compile_set < d.sets.size());
+    const std::string cubin = compiled_kernels(d.sets[compile_set].source, d.sets[compile_set].codes.c_str());
+    CHECK(cubin.substr(0, 4) ==
+          "\x7f"
+          "ELF");
 }
 
 bool has_constraint(const GroupDescriptor &d, const std::string &expr) {
@@ -106,7 +135,9 @@ TEST_CASE("ops jit compiler: decode at a head dim and grouping no AOT library ha
         CHECK(s.min_cc == 90);
         CHECK(s.max_cc == 90);
     }
-    CHECK(!d.sets[0].image.empty());
+    // Several tunings, of which a call takes one: each compiled when a call first takes it.
+    CHECK(d.sets.size() > 1);
+    check_deferred(d, 0);
 }
 
 TEST_CASE("ops jit compiler: prefill at other head dims, for Hopper and for sm_80") {
@@ -136,6 +167,7 @@ TEST_CASE("ops jit compiler: row-wise operators in bf16") {
     CHECK(sm.buffers[0].type_code == 4);
     check_scalars(sm);
     CHECK(sm.sets.size() > 1);  // a ladder of kernel shapes by row length
+    check_deferred(sm, 1);
     const GroupDescriptor ce = compiled("cross_entropy", NEPTUNE_OPS_BF16, 0, 0, "sm_90a");
     CHECK(names(ce) == "x,labels,loss*");
     CHECK(ce.buffers[1].type_code == 0);  // int32 labels
@@ -143,6 +175,7 @@ TEST_CASE("ops jit compiler: row-wise operators in bf16") {
     const GroupDescriptor ln = compiled("layernorm", NEPTUNE_OPS_BF16, 0, 0, "sm_80");
     CHECK(names(ln) == "x,beta,gamma,y*");  // the group's order; the ops library maps buffers by name
     check_scalars(ln);
+    check_deferred(ln, ln.sets.size() - 1);  // sm_80's chunked form, for rows of any length
 }
 
 TEST_CASE("ops jit compiler: what it does not compile is refused with the reason") {
@@ -164,5 +197,15 @@ TEST_CASE("ops jit compiler: what it does not compile is refused with the reason
     CHECK(d == nullptr);
     REQUIRE(m != nullptr);
     CHECK(std::string(m).find("incomplete request") != std::string::npos);
+    std::free(m);
+    // A deferred set's source that does not compile: NVRTC's log as the message, no image.
+    char *image = nullptr;
+    size_t size = 0;
+    m = nullptr;
+    CHECK(compiler().compile_kernels("this is not CUDA", "sm_90a", "broken", &image, &size, &m) != 0);
+    CHECK(image == nullptr);
+    CHECK(size == 0);
+    REQUIRE(m != nullptr);
+    CHECK(std::string(m).find("broken") != std::string::npos);
     std::free(m);
 }

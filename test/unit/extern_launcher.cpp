@@ -167,9 +167,18 @@ TEST_CASE("extern launcher: the descriptor round-trips, and its id leads the tex
     CHECK(back.sets[0].tile_keys == 64);
     CHECK(back.sets[0].stages == 2);
     CHECK(back.sets[0].kernels[0].grid[0] == "n");
+    CHECK(back.sets[0].source.empty());
     interop::GroupDescriptor changed = d;
     changed.sets[0].kernels[0].threads = 64;
     CHECK(interop::read_descriptor(interop::write_descriptor(changed)).id != back.id);
+    // A set compiled on first use carries its source and no image.
+    interop::GroupDescriptor deferred = d;
+    deferred.sets[0].image.clear();
+    deferred.sets[0].source = "extern \"C\" __global__ void k() {}\n";
+    const interop::GroupDescriptor deferred_back = interop::read_descriptor(interop::write_descriptor(deferred));
+    CHECK(deferred_back.sets[0].image.empty());
+    CHECK(deferred_back.sets[0].source == deferred.sets[0].source);
+    CHECK(deferred_back.id != back.id);
     CHECK_THROWS_WITH_AS(interop::read_descriptor("{\"format\": 2}"), doctest::Contains("Neptune extern descriptor"),
                          std::invalid_argument);
 }

@@ -5,6 +5,7 @@
 // extents passed by name. The GPU run is correctness/gpu_jit_rowchain.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -53,7 +54,9 @@ bool has(const std::string &text, const std::string &what) { return text.find(wh
 
 }  // namespace
 
-TEST_CASE("extern stage: softmax is one stage over x and y, with a ladder of kernels by row length in one image") {
+TEST_CASE(
+    "extern stage: softmax is one stage over x and y, with a ladder of kernels by row length, each compiled on first "
+    "use") {
     algorithms::OperatorFuncs f = fused("softmax");
     GpuPipeline p = compile_gpu(f.outputs, jit("sm_90a"));
     REQUIRE(p.stages().size() == 1);
@@ -75,12 +78,30 @@ TEST_CASE("extern stage: softmax is one stage over x and y, with a ladder of ker
     CHECK(d["sets"][0]["when"] == "(&& (<= rows 64) (< 262144 cols))");
     CHECK(d["sets"][0]["kernels"][0]["name"] == "row_chain_split");
     CHECK(d["sets"][0]["kernels"][0]["cluster"] == "8");
-    // Just in time every shape is a module of its own, compiled concurrently (a library holds one).
+    // Just in time every shape is a module of its own, compiled when a call first takes it (a
+    // library holds them all in one image): each set carries its source and no image yet.
     const json &sets = d["sets"];
     for (size_t i = 0; i < sets.size(); i++) {
-        CHECK(sets[i]["image"].get<std::string>().size() > 100);
-        CHECK((!sets[i].contains("image_of") || sets[i]["image_of"] == -1));
+        CHECK(sets[i]["image"] == "");
+        CHECK(sets[i]["image_of"] == -1);
+        CHECK(sets[i]["source"] == s.sets[i].cuda);
+        CHECK(s.sets[i].image.empty());
     }
+    CHECK(has(sets[5]["source"].get<std::string>(), "row_chain_4096("));
+    // compile_gpu installed the launcher's compiler for them: NVRTC's cubin of a set's source.
+    const neptune_halide_kernel_compiler_fn compiler = neptune_halide_set_kernel_compiler(nullptr);
+    neptune_halide_set_kernel_compiler(compiler);
+    REQUIRE(bool(compiler));
+    char *image = nullptr, *message = nullptr;
+    size_t size = 0;
+    CHECK(compiler(s.sets[5].cuda.c_str(), "sm_90a", "softmax_4096", &image, &size, &message) == 0);
+    CHECK(message == nullptr);
+    REQUIRE(image != nullptr);
+    CHECK(std::string(image, 4) ==
+          "\x7f"
+          "ELF");
+    CHECK(size > 100);
+    std::free(image);
     CHECK(sets[10]["kernels"][0]["name"] == "row_chain_131072");
     CHECK(sets[10]["kernels"][0]["cluster"] == "4");
     CHECK(sets[12]["kernels"][0]["name"] == "row_chain_any");
@@ -153,7 +174,8 @@ TEST_CASE("extern stage: softmax with its log-sum-exp: one kernel writes both, t
 TEST_CASE("extern stage: an output named as a stage of the chain keeps its tensor apart from the stage's value") {
     // softmax's row maximum asked for through a Func of the stage's own name: the kernel holds the
     // running maximum and writes the tensor row_max. Under one name both would be declared in the
-    // kernel and it would not compile (NVRTC runs here, without a GPU).
+    // kernel and it would not compile (NVRTC runs here, without a GPU: the stage's sets are compiled
+    // on first use, so through ptx(), which compiles every one).
     for (const char *arch : {"sm_80", "sm_90a"}) {
         INFO(arch);
         const OperatorSpec spec = *find_operator("softmax");
@@ -164,6 +186,7 @@ TEST_CASE("extern stage: an output named as a stage of the chain keeps its tenso
         m(r) = f.stage("row_max")(r);
         GpuPipeline p = compile_gpu({m, f.outputs[0]}, jit(arch));
         REQUIRE(p.stages().size() == 2);
+        CHECK_NOTHROW(p.ptx());
         CHECK(has(p.cuda_source(), "row_max["));  // the tensor, written
         CHECK(has(p.tile_program(), "row_max2 = max(row_max2, row_max(x_t))"));  // the running state, renamed
     }

@@ -19,6 +19,7 @@
  * the legacy default stream unless set), so Halide's stages and Neptune's are ordered without
  * events. */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -59,6 +60,19 @@ neptune_halide_trace_fn neptune_halide_set_trace(neptune_halide_trace_fn fn);
 /** How a JIT stage reports an error into the pipeline's user context (installed by compile_gpu). */
 typedef void (*neptune_halide_error_fn)(void *user_context, const char *message);
 void neptune_halide_set_jit_error_reporter(neptune_halide_error_fn fn);
+
+/** Compiles CUDA C++ `source` (emitted by Neptune, including only its device library) for the GPU
+ * family `arch` ("sm_90a", "sm_80"); `name` names the program in messages. Returns 0 with *image
+ * and *size (a cubin the driver loads), or non-zero with *message; both are allocated with malloc
+ * and freed by the caller. */
+typedef int (*neptune_halide_kernel_compiler_fn)(const char *source, const char *arch, const char *name, char **image,
+                                                 size_t *size, char **message);
+/** Installs the compiler of kernel sets compiled on first use (a just-in-time stage's ladder of row
+ * shapes or decode's tunings: a call takes one set, so each is compiled when a call first takes it);
+ * returns the previous one. neptune::compile_gpu installs NVRTC's, and libneptune_ops its compiler
+ * library's behind a persistent cache. A stage whose set has no image fails with a message while
+ * none is installed; AOT libraries hold every image and need none. */
+neptune_halide_kernel_compiler_fn neptune_halide_set_kernel_compiler(neptune_halide_kernel_compiler_fn fn);
 
 #ifdef __cplusplus
 }  // extern "C"

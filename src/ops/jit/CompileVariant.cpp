@@ -10,6 +10,7 @@
 #include <string>
 
 #include "Halide.h"
+#include "extern/StageParts.h"
 #include "interop/Descriptor.h"
 #include "neptune/Error.h"
 #include "neptune/GpuPipeline.h"
@@ -105,6 +106,19 @@ std::string compile(const neptune_ops_jit_request &r) {
 extern "C" {
 
 __attribute__((visibility("default"))) int neptune_ops_jit_version(void) { return NEPTUNE_OPS_JIT_VERSION; }
+
+__attribute__((visibility("default"))) int neptune_ops_jit_compile_kernels(const char *source, const char *arch,
+                                                                           const char *name, char **image, size_t *size,
+                                                                           char **message) {
+    if (!image || !size || !message) return 1;
+    *image = *message = nullptr;
+    *size = 0;
+    if (!source || !arch || !name) {
+        *message = neptune::ops::copy_out("incomplete request");
+        return 1;
+    }
+    return neptune::internal::jit_kernel_compiler(source, arch, name, image, size, message);
+}
 
 __attribute__((visibility("default"))) int neptune_ops_jit_compile(const neptune_ops_jit_request *request,
                                                                    char **descriptor, char **message) {
