@@ -28,7 +28,7 @@ suite() {
 }
 for part in $parts; do
   case $part in
-  jit) suite .devrun/test_correctness_gpu_jit_rowchain; suite .devrun/test_correctness_gpu_fuzz_rowchain ;;
+  jit) suite .devrun/test_correctness_gpu_jit_rowchain; suite .devrun/test_correctness_gpu_jit_first_use; suite .devrun/test_correctness_gpu_fuzz_rowchain ;;
   split)
     for point in "logsumexp 8,262144" "cross_entropy 8,262144" "logsumexp 64,131072" "softmax 8,524288" \
                  "layernorm 8,524288"; do

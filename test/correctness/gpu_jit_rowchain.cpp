@@ -1,7 +1,7 @@
 // Row chains through compile_gpu on the GPU: each row-wise operator of the suite at odd and long
 // rows (every rung of the kernel ladder, clusters and the chunked form) against the fp64 reference;
 // softmax with its log-sum-exp written by one kernel; cross-entropy's NaN for a label out of range;
-// users' chains over a middle axis and over rows of several dimensions; rungs compiled on first use.
+// users' chains over a middle axis and over rows of several dimensions.
 // Skips (77) without a GPU.
 #include <doctest/doctest.h>
 
@@ -159,35 +159,4 @@ TEST_CASE("gpu jit rowchain: rows over several dimensions, 3-D cross-entropy and
     check_chain(testing::cross_entropy_3d(32000, 4, 3));
     check_chain(testing::row_entropy(1, 1));
     check_chain(testing::row_entropy(50257, 9));
-}
-
-TEST_CASE("gpu jit rowchain: a rung is compiled when a call first takes it, and needs the installed compiler") {
-    const OperatorSpec spec = *find_operator("softmax");
-    algorithms::OperatorFuncs f = algorithms::build(spec);
-    algorithms::fuse_operator(spec, f, algorithms::FusionChoice());
-    GpuPipeline p = compile_gpu(f.outputs, ExternOptions());
-    auto run = [&](int64_t rows, int64_t cols) {
-        const OperatorInstance inst = instantiate(spec, rows, cols);
-        const std::vector<HostTensor> in = make_inputs(inst, 5);
-        f.inputs[0].set(to_halide_buffer(in[0]));
-        Halide::Buffer<> out = to_halide_buffer(make_outputs(inst)[0]);
-        p.realize(out);
-        const HostTensor want = reference::compute(inst, in)[0];
-        check_close("y", read(out, inst.outputs[0]), want, gpu_tolerance(want));
-    };
-    run(64, 3000);  // compiles the 4096-column rung
-    // Without a compiler, a call that takes a rung not yet compiled is refused with the reason; the
-    // rung already compiled still runs.
-    const neptune_halide_kernel_compiler_fn compiler = neptune_halide_set_kernel_compiler(nullptr);
-    REQUIRE(bool(compiler));
-    run(32, 4000);
-    try {
-        run(16, 100);
-        FAIL("ran without compiling its rung");
-    } catch (const Halide::RuntimeError &e) {
-        CHECK(std::string(e.what()).find("compiled on first use, and no kernel compiler is installed") !=
-              std::string::npos);
-    }
-    neptune_halide_set_kernel_compiler(compiler);
-    run(16, 200);  // another rung, compiled now
 }
