@@ -1,5 +1,7 @@
 #include "codegen/CodeGenStrip.h"
 
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -145,14 +147,43 @@ private:
 /** The 1-D tensors an expression reads at exactly `col`. */
 class ColumnReads : public HI::IRVisitor {
 public:
-    std::set<std::string> tensors;
+    /** Tensor -> the offset of its reads t[offset + col] (undefined for t[col]): the tensors read at
+     * the column, each at one offset that no column changes (a cluster's block reads gamma from its
+     * strip's first column on). */
+    std::map<std::string, Expr> tensors;
+
+    /** The offset of `index` = offset + col, or nullopt. */
+    static std::optional<Expr> column_offset(const Expr &index) {
+        const auto is_col = [](const Expr &e) {
+            const auto *v = e.as<HI::Variable>();
+            return v && v->name == "col";
+        };
+        if (is_col(index)) return Expr();
+        if (const auto *a = index.as<HI::Add>()) {
+            if (is_col(a->b) && !HI::expr_uses_var(a->a, "col")) return a->a;
+            if (is_col(a->a) && !HI::expr_uses_var(a->b, "col")) return a->b;
+        }
+        return std::nullopt;
+    }
+
+    void finish() {
+        for (const std::string &t : mixed_) tensors.erase(t);
+    }
 
 private:
+    std::set<std::string> mixed_;  // read at another index too: element by element
     using HI::IRVisitor::visit;
     void visit(const HI::Call *c) override {
         if (c->call_type == HI::Call::Image && c->args.size() == 1) {
-            const auto *v = c->args[0].as<HI::Variable>();
-            if (v && v->name == "col") tensors.insert(c->name);
+            const std::optional<Expr> off = column_offset(c->args[0]);
+            auto it = tensors.find(c->name);
+            if (!off) {
+                mixed_.insert(c->name);
+            } else if (it == tensors.end()) {
+                tensors.emplace(c->name, *off);
+            } else if (it->second.defined() != off->defined() || (off->defined() && !HI::equal(it->second, *off))) {
+                mixed_.insert(c->name);
+            }
         }
         HI::IRVisitor::visit(c);
     }
@@ -208,7 +239,7 @@ private:
     struct ElementExpr {
         Expr value;
         std::vector<std::pair<std::string, Expr>> hoisted;
-        std::set<std::string> column_tensors;  // read a vector at a time on the fast path
+        std::map<std::string, Expr> column_tensors;  // read a vector at a time on the fast path, by offset
     };
 
     void line(const std::string &s) { out_ << std::string(size_t(indent_ * 4), ' ') << s << "\n"; }
@@ -231,6 +262,7 @@ private:
         r.hoisted = std::move(p.hoisted);
         ColumnReads reads;
         r.value.accept(&reads);
+        reads.finish();
         r.column_tensors = reads.tensors;
         return r;
     }
@@ -244,16 +276,26 @@ private:
     std::string print(const ElementExpr &x, bool fast) const {
         if (!fast) return ExprPrinter(k_, Context::Tile).print(x.value);
         std::map<std::string, std::string> arrays;
-        for (const std::string &t : x.column_tensors) arrays[t] = "cv_" + ident(t);
+        for (const auto &[t, off] : x.column_tensors) arrays[t] = "cv_" + ident(t);
         ExprPrinter p(k_, Context::Tile);
         return p.with_column_vectors(&arrays).print(x.value);
     }
     // Fast path, per vector: the column-indexed tensors' values for the thread's vector i.
     void load_column_vectors(const ElementExpr &x) {
-        for (const std::string &t : x.column_tensors) {
+        for (const auto &[t, off] : x.column_tensors) {
             line("float cv_" + ident(t) + "[V_];");
-            line("nd::load_cols<V_>(cv_" + ident(t) + ", " + ident(t) + " + nd::strip_col<T_, V_>(t_, i, 0));");
+            line("nd::load_cols<V_>(cv_" + ident(t) + ", " + column_pointer(t, off) +
+                 " + nd::strip_col<T_, V_>(t_, i, 0));");
         }
+    }
+    // A column-read tensor from the offset of its reads: what the fast path's vectors start from.
+    std::string column_pointer(const std::string &t, const Expr &off) const {
+        return off.defined() ? "(" + ident(t) + " + " + scalar(off) + ")" : ident(t);
+    }
+    std::vector<std::string> column_pointers(const ElementExpr &x) const {
+        std::vector<std::string> p;
+        for (const auto &[t, off] : x.column_tensors) p.push_back(column_pointer(t, off));
+        return p;
     }
 
     // The condition of the fast path: rows and columns within their bounds, pointers aligned.
@@ -386,8 +428,8 @@ private:
         indent_++;
         declare_hoisted(x);
         line("auto *const dst_ = " + ptr(n) + ";");
-        std::vector<std::string> pointers{"dst_"};
-        for (const std::string &c : x.column_tensors) pointers.push_back(ident(c));
+        std::vector<std::string> pointers = column_pointers(x);
+        pointers.insert(pointers.begin(), "dst_");
         line("if (" + fast_condition({n.valid_rows, map->valid_rows}, {n.valid_cols, map->valid_cols}, pointers, nv) +
              ") {");
         indent_++;
@@ -468,8 +510,7 @@ private:
         if (map) {
             const ElementExpr x = element_expr(map->value);
             declare_hoisted(x);
-            std::vector<std::string> pointers;
-            for (const std::string &c : x.column_tensors) pointers.push_back(ident(c));
+            const std::vector<std::string> pointers = column_pointers(x);
             line("if (" + fast_condition({map->valid_rows}, {n.valid_cols, map->valid_cols}, pointers, nv) + ") {");
             indent_++;
             elements(
@@ -507,8 +548,7 @@ private:
         line("{");
         indent_++;
         declare_hoisted(x);
-        std::vector<std::string> pointers;
-        for (const std::string &c : x.column_tensors) pointers.push_back(ident(c));
+        const std::vector<std::string> pointers = column_pointers(x);
         line("if (" + fast_condition({n.valid_rows}, {n.valid_cols}, pointers, nv) + ") {");
         indent_++;
         elements(

@@ -116,10 +116,9 @@ std::string ExprPrinter::bin(const Expr &a, const char *op, const Expr &b) const
 std::string ExprPrinter::call(const HI::Call *c) const {
     if (c->call_type == HI::Call::Image) {
         if (c->args.size() != 1) throw InternalError("emit_cuda: only 1-D tensors are read inside maps");
-        if (column_vectors_) {
-            const auto *v = c->args[0].as<HI::Variable>();
+        if (column_vectors_) {  // every read of such a tensor is at its one offset from the column
             auto it = column_vectors_->find(c->name);
-            if (v && v->name == "col" && it != column_vectors_->end()) return it->second + "[e]";
+            if (it != column_vectors_->end()) return it->second + "[e]";
         }
         for (const TensorParam &t : k_.tensors)
             if (t.name == c->name && (t.elem == DType::F16 || t.elem == DType::BF16))

@@ -28,8 +28,9 @@ enum class Context { Scalar, Tile, Row };
 class ExprPrinter {
 public:
     ExprPrinter(const tir::Kernel &k, Context c) : k_(k), ctx_(c) {}
-    /** Reads `t(col)` of the named 1-D tensors from a local array of the thread's vector, `array[e]`
-     * (row strips: the tensor's columns loaded a vector at a time). */
+    /** Reads the named 1-D tensors, each read at `t(col)` or at one `t(offset + col)` only, from a
+     * local array of the thread's vector, `array[e]` (row strips: the tensor's columns loaded a
+     * vector at a time from the offset). */
     ExprPrinter &with_column_vectors(const std::map<std::string, std::string> *arrays) {
         column_vectors_ = arrays;
         return *this;

@@ -42,7 +42,8 @@ int counting_compiler(const char *source, const char *arch, const char *name, ch
 
 }  // namespace
 
-TEST_CASE("gpu jit first use: a row chain's rung is compiled when a call first takes it, and needs the installed compiler") {
+TEST_CASE(
+    "gpu jit first use: a row chain's rung is compiled when a call first takes it, and needs the installed compiler") {
     const OperatorSpec spec = *find_operator("softmax");
     algorithms::OperatorFuncs f = algorithms::build(spec);
     algorithms::fuse_operator(spec, f, algorithms::FusionChoice());
@@ -80,4 +81,3 @@ TEST_CASE("gpu jit first use: a row chain's rung is compiled when a call first t
     CHECK(sets_compiled == 2);
     neptune_halide_set_kernel_compiler(installed_compiler);
 }
-

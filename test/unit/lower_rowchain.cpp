@@ -237,6 +237,25 @@ TEST_CASE("row chains: the emitted CUDA of every row operator compiles with NVRT
             }
 }
 
+TEST_CASE("row chains: column-indexed tensors are read a vector at a time, in a cluster's block from its offset") {
+    // LayerNorm's gamma and beta: gamma(col) in a block per row, gamma(rank * 32768 + col) in a block
+    // of a cluster (the element loads were 8 times the instructions of the vector ones).
+    for (const auto &[cols, offset] : {std::pair<int64_t, bool>{8192, false}, {131072, true}}) {
+        internal::LoweringChoices c;
+        c.arch = GpuArch::Sm90a;
+        const tir::Program p = internal::lower_operator(instantiate(*find_operator("layernorm"), 3, cols), c).program;
+        const std::string src = internal::emit_cuda(p);
+        INFO(cols << " columns:\n" << src);
+        CHECK(p.kernels.at(0).cluster_x.defined() == offset);
+        for (const std::string t : {"gamma", "beta"}) {
+            const std::string from = offset ? "(" + t + " + " : t + " + nd::strip_col";
+            CHECK(contains(src, "nd::load_cols<V_>(cv_" + t + ", " + from));
+            CHECK(contains(src, "nd::aligned16(" + std::string(offset ? "(" : "") + t));
+        }
+        check_compiles(p);
+    }
+}
+
 TEST_CASE("row chains: users' chains over a middle axis and over rows of several dimensions compile with NVRTC") {
     const std::vector<testing::UserChain> chains = {
         testing::middle_softmax(37, 7, 3, DType::F16), testing::middle_softmax(40, 100, 2, DType::BF16),
