@@ -1,5 +1,6 @@
 #include "codegen/CodeGenStrip.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -385,9 +386,80 @@ private:
                 i++;
                 continue;
             }
+            if (n.kind == NodeKind::ClusterReduce) {
+                i = cluster_exchange(b, i) - 1;
+                continue;
+            }
             stmt(n, nullptr);
         }
         if (!prefetched) prefetch_row_reads();
+    }
+
+    // The row vectors a cluster reduction reads at each rank.
+    static std::vector<std::string> published(const Node &n) {
+        return n.value.defined() ? n.peers : std::vector<std::string>{n.src};
+    }
+
+    // The cluster reductions from b[first] on that share one exchange: each block publishes every row
+    // vector they read at a rank in shared words of its own (one set per exchange, so none is
+    // overwritten while read), the cluster synchronises once, then every block computes each
+    // reduction over the ranks in rank order. A reduction reading another's result at a rank starts
+    // the next exchange. Returns the index after the last one taken.
+    size_t cluster_exchange(const Block &b, size_t first) {
+        std::vector<const Node *> run;
+        std::vector<std::string> words;
+        std::set<std::string> results;
+        size_t i = first;
+        for (; i < b.size() && b[i]->kind == NodeKind::ClusterReduce; i++) {
+            const std::vector<std::string> reads = published(*b[i]);
+            bool depends = false;
+            for (const std::string &r : reads) depends = depends || results.count(r);
+            if (depends) break;
+            for (const std::string &r : reads)
+                if (std::find(words.begin(), words.end(), r) == words.end()) words.push_back(r);
+            results.insert(b[i]->dst);
+            run.push_back(b[i].get());
+        }
+        const std::string slot = "cluster_slot" + std::to_string(cluster_reduces_++) + "_";
+        line("{");
+        indent_++;
+        if (cluster_reduces_ == 1)  // a launch without the kernel's clusters would reduce a part of the row
+            line("if (nd::cluster_size() != unsigned(" + scalar(k_.cluster_x) + ")) __trap();");
+        line("__shared__ float " + slot + "[" + std::to_string(words.size()) + "];");
+        std::string publish;
+        for (size_t w = 0; w < words.size(); w++)
+            publish += " " + slot + "[" + std::to_string(w) + "] = " + ident(words[w]) + ".v;";
+        line("if (threadIdx.x == 0) {" + publish + " }");
+        line("nd::cluster_sync();");
+        for (const Node *n : run) {
+            const bool max = n->op == ReduceOp::Max;
+            std::map<std::string, Expr> at_rank;
+            std::string reads;
+            const std::vector<std::string> used = published(*n);
+            for (size_t w = 0; w < words.size(); w++) {
+                const std::string name = "peer" + std::to_string(w) + "_";
+                at_rank[words[w]] = Halide::Internal::Variable::make(Halide::Float(32), name);
+                if (std::find(used.begin(), used.end(), words[w]) != used.end())
+                    reads += " const float " + name + " = w_[" + std::to_string(w) + "];";
+            }
+            const Expr term = n->value.defined() ? HI::substitute(at_rank, n->value) : at_rank.at(n->src);
+            line("{");
+            indent_++;
+            line(std::string("float c_ = ") + (max ? "nd::neg_inf()" : "0.0f") + ";");
+            line("for (int q = 0; q < int(nd::cluster_size()); ++q) {");
+            indent_++;
+            line("const float *w_ = nd::cluster_map(" + slot + ", q);" + reads);
+            line(std::string("c_ = nd::reduce_op(") + (max ? "true" : "false") + ", c_, " +
+                 ExprPrinter(k_, Context::Row).print(term) + ");");
+            indent_--;
+            line("}");
+            line(ident(n->dst) + ".v = c_;");
+            indent_--;
+            line("}");
+        }
+        indent_--;
+        line("}");
+        return i;
     }
 
     // Per-row tensor reads of the top-level row maps (a gather such as cross-entropy's label logit),
@@ -594,27 +666,7 @@ private:
             break;
         }
         case NodeKind::TileReduce: reduce(n, map_inside); break;
-        case NodeKind::ClusterReduce: {
-            // Each block publishes its value in a shared word of its own (one per reduction, so none is
-            // overwritten while read), then every block combines all of them in rank order.
-            const bool max = n.op == ReduceOp::Max;
-            const std::string slot = "cluster_slot" + std::to_string(cluster_reduces_++) + "_";
-            line("{");
-            indent_++;
-            if (cluster_reduces_ == 1)  // a launch without the kernel's clusters would reduce a part of the row
-                line("if (nd::cluster_size() != unsigned(" + scalar(k_.cluster_x) + ")) __trap();");
-            line("__shared__ float " + slot + ";");
-            line("if (threadIdx.x == 0) " + slot + " = " + ident(n.src) + ".v;");
-            line("nd::cluster_sync();");
-            line(std::string("float c_ = ") + (max ? "nd::neg_inf()" : "0.0f") + ";");
-            line("for (int q = 0; q < int(nd::cluster_size()); ++q)");
-            line(std::string("    c_ = nd::reduce_op(") + (max ? "true" : "false") + ", c_, *nd::cluster_map(&" + slot +
-                 ", q));");
-            line(ident(n.dst) + ".v = c_;");
-            indent_--;
-            line("}");
-            break;
-        }
+        case NodeKind::ClusterReduce: throw InternalError("emit_cuda: a cluster reduction outside its exchange");
         case NodeKind::RowStore: {
             const TensorParam &t = tensor(n.tensor);
             line("if (t_ == 0 && row < " + scalar(n.valid_rows) + ") " + ident(n.tensor) + "[(long long)(" +
@@ -641,7 +693,7 @@ private:
     std::ostringstream out_;
     int indent_ = 1;
     int hoisted_ = 0;  // per-row values named so far (h0_, h1_, ...)
-    int cluster_reduces_ = 0;  // ClusterReduce statements so far, each with its shared word
+    int cluster_reduces_ = 0;  // cluster exchanges so far, each with its shared words
     int prefetched_count_ = 0;  // per-row tensor reads loaded ahead so far (g0_, g1_, ...)
     std::map<const Node *, Expr> row_values_;  // top-level row maps with their tensor reads loaded ahead
 };

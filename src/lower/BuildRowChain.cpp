@@ -258,12 +258,18 @@ public:
 private:
     // One pass over the row per stage (on chip: over the registers; chunked: re-reading x), each
     // stage reducing its term with its producers final: the two-pass values, no repair needed.
+    //
+    // A row over a cluster's blocks, when every stage has a single-state repair, reduces each stage
+    // over the block's columns with the block's producers, then carries the blocks' states to the
+    // cluster's in one exchange (combine_in_one_exchange), not one exchange per stage.
     void stage_passes(Kernel &k, Block &b) {
         const RowChainShape &shape = shape_;
+        const bool local = shape.cluster > 1 && !shape.chunked && online();
         for (size_t i = 0; i < stages_.size(); i++) {
             const Stage &s = stages_[i];
             const float id = s.op == ReduceOp::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
             b.push_back(make_fill(s.name, id));
+            if (local && is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s, true));
             Block step;
             if (shape.chunked) step.push_back(load_x(true));
             std::string src = "x_t";
@@ -284,13 +290,44 @@ private:
                 append(b, step, true);
                 combine_cluster(k, b, s.name, s.op, fvar(part));
             } else {
-                reduce_row(k, step, s.name, s.op, src);
+                reduce_row(k, step, s.name, s.op, src, local);
                 append(b, step, shape.chunked);
             }
+            if (local) continue;
             // Final before the next stage reads it: min as -max(-x), the initial value folded in.
             if (s.st->reducer == Reducer::Min) b.push_back(make_row_map(s.name, -fvar(s.name), "min as -max(-x)"));
             if (has_initial_value(s)) b.push_back(initial_value(s));
         }
+        if (!local) return;
+        combine_in_one_exchange(k, b);
+        for (const Stage &s : stages_)
+            if (!is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
+    }
+
+    // The blocks' states, each over the block's columns with the block's producers, carried to the
+    // cluster's final values by one exchange: in dependence order, a stage's value over the ranks of
+    // its state repaired from that rank's producers to the combined ones.
+    void combine_in_one_exchange(Kernel &k, Block &b) {
+        for (const Stage &s : stages_) {
+            const FusedStage &st = *s.st;
+            const std::string all = s.name + "_all";
+            k.values[all] = row_vec();
+            if (st.producers.empty()) {
+                b.push_back(make_cluster_reduce(all, s.op, s.name));
+                continue;
+            }
+            std::vector<std::string> peers = {s.name};
+            std::map<std::string, Expr> rb;
+            for (const std::string &p : st.producers) {
+                const Reducer pr = plan_.stage(p).reducer;
+                peers.push_back(names_.at(p));
+                rb[p] = guarded_producer(pr, fvar(names_.at(p)));
+                rb[sym::Context::primed(p)] = guarded_producer(pr, fvar(names_.at(p) + "_all"));
+            }
+            b.push_back(with_role(
+                make_cluster_reduce(all, s.op, peers, bind(repair_state(st, fvar(s.name), rb), false)), Role::Repair));
+        }
+        for (const Stage &s : stages_) b.push_back(make_row_map(s.name, fvar(s.name + "_all")));
     }
 
     // Whether one pass over the chunks can carry every stage: each stage with producers has a
@@ -346,32 +383,9 @@ private:
         }
         for (const Stage &s : stages_) step.push_back(make_row_map(s.name, fvar(s.name + "_new")));
         b.push_back(make_loop("j", Expr(0), chunks(), carried, step));
-        if (split()) combine_states(k, b);
+        if (split()) combine_in_one_exchange(k, b);
         for (const Stage &s : stages_)
             if (!is_producer(s) && has_initial_value(s)) b.push_back(initial_value(s));
-    }
-
-    // Split rows, after the online pass: each block's states carried to the cluster's final values
-    // in dependence order (a stage's state repaired from the block's producers to the combined ones,
-    // the split-K form of the derived repair), then combined over the blocks.
-    void combine_states(Kernel &k, Block &b) {
-        for (const Stage &s : stages_) {
-            const FusedStage &st = *s.st;
-            std::map<std::string, Expr> rb;
-            for (const std::string &p : st.producers) {
-                const Reducer pr = plan_.stage(p).reducer;
-                rb[p] = guarded_producer(pr, fvar(names_.at(p)));
-                rb[sym::Context::primed(p)] = guarded_producer(pr, fvar(names_.at(p) + "_all"));
-            }
-            const Expr v = repair_state(st, fvar(s.name), rb);
-            const std::string part = s.name + "_block";
-            k.values[part] = row_vec();
-            b.push_back(with_role(make_row_map(part, bind(v, true), st.producers.empty() ? "" : "repair of " + s.name),
-                                  st.producers.empty() ? Role::None : Role::Repair));
-            k.values[s.name + "_all"] = row_vec();
-            b.push_back(make_cluster_reduce(s.name + "_all", s.op, part));
-        }
-        for (const Stage &s : stages_) b.push_back(make_row_map(s.name, fvar(s.name + "_all")));
     }
 
     // dst = op(dst, op over the cluster's blocks of `part`), at the kernel's top level.
@@ -525,9 +539,11 @@ private:
 
     // dst = op(dst, op over the row of src): over the strip, then (a row over a cluster) over the
     // cluster's blocks, whose partial results a row vector of its own carries.
-    void reduce_row(Kernel &k, Block &step, const std::string &dst, ReduceOp op, const std::string &src) const {
+    // With `block_only`, over the block's strip only.
+    void reduce_row(Kernel &k, Block &step, const std::string &dst, ReduceOp op, const std::string &src,
+                    bool block_only = false) const {
         const auto bounded_cols = [&](Node &n) { n.valid_cols = valid_cols(shape_.chunked); };
-        if (shape_.cluster == 1) {
+        if (shape_.cluster == 1 || block_only) {
             step.push_back(with(make_reduce(dst, op, src), bounded_cols));
             return;
         }

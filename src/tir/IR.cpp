@@ -247,6 +247,16 @@ Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, const std::string 
     return n;
 }
 
+Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, std::vector<std::string> peers, Halide::Expr value) {
+    auto n = node(NodeKind::ClusterReduce);
+    n->dst = dst;
+    n->op = op;
+    n->src = peers.empty() ? "" : peers.front();
+    n->peers = std::move(peers);
+    n->value = std::move(value);
+    return n;
+}
+
 Stmt make_cluster_load(const std::string &dst, const std::string &src, Halide::Expr rank, Halide::Expr row,
                        Halide::Expr valid_rows, Halide::Expr valid_cols) {
     auto n = node(NodeKind::TileLoad);
@@ -287,8 +297,12 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
         break;
     case NodeKind::Fill: writes.insert(n.dst); break;
     case NodeKind::TileMap:
-    case NodeKind::RowMap: {
+    case NodeKind::RowMap:
+    case NodeKind::ClusterReduce: {
         writes.insert(n.dst);
+        if (!n.src.empty()) reads.insert(n.src);  // a cluster reduction's
+        reads.insert(n.peers.begin(), n.peers.end());
+        if (!n.value.defined()) break;
         class Names : public Halide::Internal::IRGraphVisitor {
         public:
             explicit Names(std::set<std::string> &out) : out_(out) {}
@@ -313,7 +327,6 @@ void effects(const Node &n, std::set<std::string> &writes, std::set<std::string>
         reads.insert(n.b);
         break;
     case NodeKind::Convert:
-    case NodeKind::ClusterReduce:
         writes.insert(n.dst);
         reads.insert(n.src);
         break;

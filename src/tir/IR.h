@@ -236,6 +236,10 @@ using Block = std::vector<Stmt>;
  *  ClusterReduce at the kernel's top level, in a kernel with clusters: dst[r] = op over the cluster's
  *             ranks q, in rank order, of src@q[r] (max treating -inf as its identity): every block of
  *             the cluster gets the same value. How a row spread over a cluster's blocks is reduced.
+ *             With `value` defined, the reduced term is value[r] with each row vector of `peers`
+ *             (src among them) read at rank q and every other one this block's: a state carried from
+ *             the block's producers to the cluster's (the split-K form of a repair). Consecutive
+ *             cluster reductions share one exchange when none reads another's result at a rank.
  *  Cluster loads: a TileLoad or RowLoad with `rank` defined reads shared f32 tile `src` of the
  *             cluster's block `rank`, not a tensor: dst[r][c] = src@rank[row + r][c] for r < valid_rows,
  *             c < valid_cols, else 0 (RowLoad: dst[r] = src@rank[row + r][0], else `value`). Only inside
@@ -272,6 +276,7 @@ struct Node {
     int pending = 0;  // DotWait
     TurnMode turn = TurnMode::Take;  // WarpgroupTurn
     std::vector<std::string> fenced;  // DotWait: registers of the dots it retires
+    std::vector<std::string> peers;  // ClusterReduce: the row vectors `value` reads at each rank
     std::string var;  // CarriedLoop
     Halide::Expr begin, end;  // CarriedLoop
     Halide::Expr cond;  // IfThen
@@ -313,6 +318,8 @@ Stmt make_last_arrival(const std::string &counter, Halide::Expr index, Halide::E
 Stmt make_cluster_merge(Block body, const std::string &note = "");
 /** dst = op over the cluster's blocks of their row vector src (ClusterReduce). */
 Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, const std::string &src);
+/** dst = op over the cluster's ranks q of `value` with the row vectors `peers` read at q (src the first). */
+Stmt make_cluster_reduce(const std::string &dst, ReduceOp op, std::vector<std::string> peers, Halide::Expr value);
 /** Rows [row, row + valid_rows) of the shared f32 tile `src` of the cluster's block `rank` into `dst`
  * (a register tile; columns up to valid_cols), or with a row vector `dst` its first column (rows
  * beyond valid get `fill`). */

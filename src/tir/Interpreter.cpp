@@ -594,9 +594,19 @@ private:
         const int64_t cx = members_ ? int64_t(members_->size()) : 1;
         std::vector<float> acc(values_.at(s->dst).data.size(), max ? -std::numeric_limits<float>::infinity() : 0.0f);
         for (int64_t q = 0; q < cx; q++) {
-            const Value &src = cluster_value(s, s->src, q);
+            std::vector<float> term;
+            if (s->value.defined()) {
+                // The term with the peers' row vectors as rank q holds them, the others this block's.
+                std::map<std::string, Value> at_q = values_;
+                for (const std::string &p : s->peers) at_q[p] = cluster_value(s, p, q);
+                const Value &dst = values_.at(s->dst);
+                const Code code = Compiler(scalars_, at_q, &dst.type, false, &tensors_).compile(s->value);
+                for (int r = 0; r < int(acc.size()); r++) term.push_back(float(eval(code, r, 0)));
+            } else {
+                term = cluster_value(s, s->src, q).data;
+            }
             for (size_t r = 0; r < acc.size(); r++) {
-                const float x = src.data[r];
+                const float x = term[r];
                 acc[r] = max ? (x > acc[r] ? x : acc[r]) : acc[r] + x;
             }
         }

@@ -80,6 +80,9 @@ std::string head(const Node &n) {
         return "if last of " + expr(n.value) + " arrivals at " + n.tensor + "[" + expr(n.base) + "] {";
     case NodeKind::ClusterMerge: return "cluster merge, run by rank 0 {";
     case NodeKind::ClusterReduce:
+        if (n.value.defined())
+            return n.dst + " = cluster_" + (n.op == ReduceOp::Max ? "max" : "sum") + " over ranks of (" +
+                   join(n.peers) + " at the rank: " + expr(n.value) + ")";
         return n.dst + " = cluster_" + (n.op == ReduceOp::Max ? "max(" : "sum(") + n.src + ")";
     case NodeKind::DotWait: return "wait_dots(pending " + std::to_string(n.pending) + ": " + join(n.fenced) + ")";
     }

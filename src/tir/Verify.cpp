@@ -511,6 +511,13 @@ private:
                 fail(s, "a cluster reduction combines a row vector into one of its layout, not " + src.str() + " -> " +
                             dst.str());
             if (s->dst == s->src) fail(s, "a cluster reduction writes another row vector than it reads");
+            for (const std::string &p : s->peers) {
+                const TileType &t = value(s, p);
+                if (!is_row_vector(t) || t.layout != dst.layout || t.rows != dst.rows)
+                    fail(s, "a cluster reduction reads row vectors of its layout at the ranks, not " + t.str());
+                if (p == s->dst) fail(s, "a cluster reduction writes another row vector than it reads");
+            }
+            if (s->value.defined()) check_map(s, dst, false);
             break;
         }
         case NodeKind::DotWait:

@@ -256,6 +256,28 @@ TEST_CASE("row chains: column-indexed tensors are read a vector at a time, in a 
     }
 }
 
+TEST_CASE("row chains: a row over a cluster combines every stage's state in one exchange") {
+    // Softmax's max and sum, RMSNorm's sum of squares: each block reduces its columns with its own
+    // producers, then one cluster synchronisation publishes all the states (and one more keeps each
+    // block's shared memory until the cluster is done); the sum is repaired from each rank's max.
+    for (const std::string op : {"softmax", "rmsnorm", "logsumexp"}) {
+        internal::LoweringChoices c;
+        c.arch = GpuArch::Sm90a;
+        const int64_t rows = op == "logsumexp" ? 8 : 3;  // log-sum-exp's few long rows split
+        const tir::Program p = internal::lower_operator(instantiate(*find_operator(op), rows, 131072), c).program;
+        const std::string src = internal::emit_cuda(p);
+        INFO(op << ":\n" << src);
+        REQUIRE(p.kernels.at(0).cluster_x.defined());
+        size_t syncs = 0;
+        for (size_t at = src.find("nd::cluster_sync()"); at != std::string::npos;
+             at = src.find("nd::cluster_sync()", at + 1))
+            syncs++;
+        CHECK(syncs == 2);
+        if (op != "rmsnorm") CHECK(contains(src, "cluster_slot0_[2]"));
+        check_compiles(p);
+    }
+}
+
 TEST_CASE("row chains: users' chains over a middle axis and over rows of several dimensions compile with NVRTC") {
     const std::vector<testing::UserChain> chains = {
         testing::middle_softmax(37, 7, 3, DType::F16), testing::middle_softmax(40, 100, 2, DType::BF16),
